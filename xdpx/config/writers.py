@@ -1,0 +1,71 @@
+"""What resolved arguments turn into: args.py, starter_config.hjson and the ``--dry`` listing.
+
+args.py is a Python literal (read back with :func:`read_args`, i.e. ast.literal_eval, never eval):
+a dict of groups, each a dict of options; ``# *`` marks a value that differs from its default.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Any
+
+import hjson
+
+from xdpx.config.options import Args
+
+ARGS_FILE = "args.py"
+STARTER_FILE = "starter_config.hjson"
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(str(value))  # inf/nan are no Python literals; keep them readable
+    return repr(value)
+
+
+def format_args_py(args: Args) -> str:
+    lines = ["{"]
+    for group, options in args.grouped().items():
+        lines.append(f"    {group!r}: {{")
+        for name, value in options.items():
+            mark = "  # *" if not args.is_default(name) else ""
+            lines.append(f"        {name!r}: {_literal(value)},{mark}")
+        lines.append("    },")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def read_args(path: str) -> dict[str, Any]:
+    """The options of an args.py, flattened over groups (safe: ast.literal_eval)."""
+    from xdpx import io
+
+    with io.open(path) as f:
+        tree = ast.literal_eval(f.read())
+    return {name: value for group in tree.values() for name, value in group.items()}
+
+
+def format_starter_config(args: Args) -> str:
+    """Only the options that differ from their defaults: a config ready to edit and reuse."""
+    return hjson.dumps(args.non_defaults(), indent=2, ensure_ascii=False) + "\n"
+
+
+def write_run_files(args: Args, directory: str) -> None:
+    from xdpx import io
+
+    with io.open(io.join(directory, ARGS_FILE), "w") as f:
+        f.write(format_args_py(args))
+    with io.open(io.join(directory, STARTER_FILE), "w") as f:
+        f.write(format_starter_config(args))
+
+
+def format_dry(args: Args) -> str:
+    """The resolved options grouped by component; ``*`` marks a non-default value."""
+    lines = []
+    for group, options in args.grouped().items():
+        lines.append(f"[{group}]")
+        width = max(len(n) for n in options)
+        for name, value in options.items():
+            mark = "*" if not args.is_default(name) else " "
+            lines.append(f"  {mark} {name.ljust(width)}  {value!r}")
+    return "\n".join(lines)

@@ -1,0 +1,220 @@
+"""Storage options (endpoints, credentials) per protocol, filesystem lookup, and secret redaction.
+
+Precedence, lowest first: built-in defaults < the file named by ``XDPX_IO_CONFIG`` (read on first use,
+never at import) < :func:`configure` < :func:`set_storage_options`. Anything not given here falls back to
+each backend's own mechanism (AWS env vars and ``~/.aws``, gcloud credentials, ...).
+
+Secrets are never printed: every message built here that shows options goes through :func:`redact`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import json
+import os
+import re
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .paths import CANONICAL_PROTOCOL, PathLike, local_path, protocol_of, split_protocol, to_str
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
+MASK = "***"
+
+# How to get a missing backend, by canonical protocol.
+INSTALL_HINT = {
+    "s3": "pip install xdpx[s3]  (or: pip install s3fs)",
+    "oss": "pip install ossfs  (or: pip install xdpx[oss])",
+    "gs": "pip install gcsfs",
+    "http": "pip install aiohttp requests",
+}
+
+# Listing caches make a file written by another process (a tune worker, a second run) invisible to
+# exists()/listdir() for the life of the process; correctness beats the saved list calls.
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "s3": {"use_listings_cache": False},
+    "gs": {"use_listings_cache": False},
+    "oss": {"use_listings_cache": False},
+}
+
+_lock = threading.RLock()
+_file_layer: dict[str, dict[str, Any]] | None = None  # from XDPX_IO_CONFIG, loaded lazily
+_configured: dict[str, dict[str, Any]] = {}
+_explicit: dict[str, dict[str, Any]] = {}
+
+_SECRET_NAME = re.compile(r"key|secret|token|passw|credential", re.IGNORECASE)
+# In free text only unambiguous names are masked, so that object keys ("Key=a/b.txt") stay readable.
+_SECRET_ASSIGN = re.compile(
+    r"((?:secret|token|passw\w*|access_key\w*|secret_key|api_key|private_key|credential\w*)"
+    r"[\"']?\s*[=:]\s*[\"']?)([^\s,;&'\"}]+)",
+    re.IGNORECASE,
+)
+_ENV_SECRET = re.compile(r"SECRET|TOKEN|PASSWORD|ACCESS_KEY|PRIVATE_KEY|API_KEY")
+
+
+def _canonical(protocol: str) -> str:
+    protocol = protocol.lower().rstrip(":/")
+    return CANONICAL_PROTOCOL.get(protocol, protocol)
+
+
+def _validate(config: Any, source: str) -> dict[str, dict[str, Any]]:
+    if not isinstance(config, Mapping):
+        raise ValueError(f"io config from {source} must map protocol -> options, got {type(config).__name__}")
+    out: dict[str, dict[str, Any]] = {}
+    for proto, opts in config.items():
+        if not isinstance(opts, Mapping):
+            raise ValueError(
+                f"io config from {source}: options for {proto!r} must be a mapping, got {type(opts).__name__}"
+            )
+        out.setdefault(_canonical(str(proto)), {}).update(copy.deepcopy(dict(opts)))
+    return out
+
+
+def _read_config_file(path: PathLike) -> dict[str, dict[str, Any]]:
+    # The config is local by design: the credentials to reach a remote one would have to come from it.
+    fname = os.path.expanduser(to_str(path))
+    try:
+        with builtins.open(fname, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"io config file not found: {fname}") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        try:
+            import hjson
+        except ImportError:
+            raise ValueError(f"io config {fname} is not valid JSON (install hjson to use hjson)") from None
+        try:
+            data = hjson.loads(text)
+        except Exception as e:  # hjson raises its own error types
+            # The parser message may quote the offending line, which can hold a secret.
+            raise ValueError(f"io config {fname} is not valid hjson/json: {redact(str(e))}") from None
+    return _validate(data, fname)
+
+
+def _file_options() -> dict[str, dict[str, Any]]:
+    global _file_layer
+    with _lock:
+        if _file_layer is None:
+            env = os.environ.get("XDPX_IO_CONFIG")
+            _file_layer = _read_config_file(env) if env else {}
+        return _file_layer
+
+
+def configure(config: PathLike | Mapping[str, Mapping[str, Any]]) -> None:
+    """Merge storage options per protocol from a dict or an hjson/json file.
+
+    Example: ``configure({"s3": {"endpoint_url": "http://minio:9000", "key": "...", "secret": "..."}})``.
+    Options of a protocol given again are updated key by key.
+    """
+    new = _validate(config, "dict") if isinstance(config, Mapping) else _read_config_file(config)
+    with _lock:
+        for proto, opts in new.items():
+            _configured.setdefault(proto, {}).update(opts)
+
+
+def set_storage_options(protocol: str, **options: Any) -> None:
+    """Set fsspec storage options for one protocol (highest precedence), e.g. ``endpoint_url=...``."""
+    with _lock:
+        _explicit.setdefault(_canonical(protocol), {}).update(copy.deepcopy(options))
+
+
+def reset_storage_options() -> None:
+    """Forget configure()/set_storage_options() and re-read ``XDPX_IO_CONFIG`` on next use."""
+    global _file_layer
+    with _lock:
+        _configured.clear()
+        _explicit.clear()
+        _file_layer = None
+
+
+def storage_options(protocol: str) -> dict[str, Any]:
+    """The merged options of a protocol (a copy). Holds secrets: never print it, print ``redact(...)``."""
+    proto = _canonical(protocol)
+    with _lock:
+        merged: dict[str, Any] = {}
+        for layer in (_DEFAULTS, _file_options(), _configured, _explicit):
+            merged.update(copy.deepcopy(layer.get(proto, {})))
+        return merged
+
+
+def _known_secrets() -> set[str]:
+    values: set[str] = set()
+
+    def collect(obj: Any, secret: bool) -> None:
+        if isinstance(obj, Mapping):
+            for k, v in obj.items():
+                collect(v, secret or bool(_SECRET_NAME.search(str(k))))
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                collect(v, secret)
+        elif secret and isinstance(obj, str) and len(obj) >= 4:
+            values.add(obj)
+
+    with _lock:
+        layers = [_configured, _explicit, _file_layer or {}]
+    for layer in layers:
+        collect(layer, False)
+    for name, value in os.environ.items():
+        if _ENV_SECRET.search(name.upper()) and len(value) >= 6:
+            values.add(value)
+    return values
+
+
+def redact(obj: Any) -> Any:
+    """A copy of ``obj`` safe to print.
+
+    Mappings: values under names containing key/secret/token/password/credential become ``'***'``
+    (recursively). Strings: every configured secret value (and secret-looking environment variable) is
+    replaced by ``'***'``, as is the value of ``secret=...``/``token: ...``-style assignments.
+    """
+    if isinstance(obj, Mapping):
+        return {
+            k: (MASK if _SECRET_NAME.search(str(k)) and v not in (None, "", False) else redact(v))
+            for k, v in obj.items()
+        }
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(redact(v) for v in obj)
+    if isinstance(obj, str):
+        text = obj
+        # Longest first, so a secret that contains another is masked whole.
+        for secret in sorted(_known_secrets(), key=len, reverse=True):
+            text = text.replace(secret, MASK)
+        return _SECRET_ASSIGN.sub(lambda m: m.group(1) + MASK, text)
+    return obj
+
+
+def filesystem(path: PathLike) -> tuple[AbstractFileSystem, str]:
+    """The fsspec filesystem for a path (configured with its storage options) and the backend's path.
+
+    An escape hatch for code that needs fsspec directly; prefer the functions of :mod:`xdpx.io`.
+    """
+    scheme, _ = split_protocol(path)
+    scheme = scheme or "file"
+    proto = protocol_of(path)
+    import fsspec  # lazy: 0.1 s, and pulls in nothing remote until a protocol is used
+
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except ImportError:
+        hint = INSTALL_HINT.get(proto, f"install the fsspec backend for {scheme}://")
+        raise ImportError(f"{scheme}:// paths need an optional backend: {hint} (path: {to_str(path)})") from None
+    except ValueError:
+        raise ValueError(f"unsupported path scheme {scheme}:// in {to_str(path)}") from None
+    if proto == "file":
+        path = local_path(path)
+    opts = storage_options(proto)
+    try:
+        fs = fsspec.filesystem(scheme, **opts)
+    except Exception as e:
+        # 'from None': the original traceback could carry the options, secrets included.
+        raise ValueError(
+            f"cannot create the {scheme}:// filesystem for {to_str(path)} with options {redact(opts)}: "
+            f"{type(e).__name__}: {redact(str(e))}"
+        ) from None
+    return fs, fs._strip_protocol(to_str(path))

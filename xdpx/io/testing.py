@@ -1,0 +1,60 @@
+"""Helpers for tests that need a real S3 endpoint (moto's server in a thread, on a free local port).
+
+Typical pytest fixture (see tests/io/conftest.py)::
+
+    server, endpoint = start_moto_server()
+    use_s3_endpoint(endpoint)          # fake credentials + xdpx.io storage options
+    ...
+    server.stop()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FAKE_KEY = "testing-key-id"
+FAKE_SECRET = "testing-secret-value"
+
+
+def start_moto_server() -> tuple[Any, str]:
+    """Start ``moto.server.ThreadedMotoServer`` on 127.0.0.1 with a free port; returns (server, endpoint_url).
+
+    Call ``server.stop()`` when done. Needs ``moto[server]``.
+    """
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    # werkzeug logs every request to stderr; that noise would bury test output.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    return server, f"http://{host}:{port}"
+
+
+def fake_aws_env() -> dict[str, str]:
+    """Environment variables that keep boto from looking for real credentials or instance metadata."""
+    return {
+        "AWS_ACCESS_KEY_ID": FAKE_KEY,
+        "AWS_SECRET_ACCESS_KEY": FAKE_SECRET,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+
+def use_s3_endpoint(endpoint_url: str, bucket: str | None = None) -> None:
+    """Point ``s3://`` paths of this process at ``endpoint_url`` with fake credentials; create ``bucket``.
+
+    Environment variables are left alone: set :func:`fake_aws_env` with the test's monkeypatch.
+    """
+    from . import credentials, exists, makedirs
+
+    credentials.set_storage_options(
+        "s3",
+        endpoint_url=endpoint_url,
+        key=FAKE_KEY,
+        secret=FAKE_SECRET,
+    )
+    if bucket and not exists(f"s3://{bucket}"):
+        makedirs(f"s3://{bucket}")
