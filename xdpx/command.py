@@ -15,7 +15,7 @@ from xdpx.registry import Registry
 
 # Command modules keep their top-level imports light (no torch): `x-train --dry` stays fast.
 commands = Registry("command", modules=())
-scripts = Registry("script", modules=("xdpx.scripts.options",))
+scripts = Registry("script", modules=("xdpx.scripts.options", "xdpx.scripts.options_docs"))
 
 COMMON_OPTIONS = [
     Option("user_dir", str, default=None,

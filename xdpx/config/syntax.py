@@ -21,6 +21,7 @@ __all__ = ["SyntaxProblem", "loads"]
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$")
 _LITERALS = {"true": True, "false": False, "null": None}
 _PUNCT = ",:[]{}"
+_END = "\x00"
 
 
 class SyntaxProblem(ValueError):
@@ -45,7 +46,8 @@ class _Reader:
         return SyntaxProblem(msg, *self.where(pos))
 
     def peek(self) -> str:
-        return self.text[self.pos] if self.pos < len(self.text) else ""
+        # a sentinel, not "": `"" in "{["` is True in Python
+        return self.text[self.pos] if self.pos < len(self.text) else _END
 
     # -- whitespace and comments ---------------------------------------------------------------------
     def skip(self, commas: bool = False) -> None:
@@ -66,7 +68,7 @@ class _Reader:
                 return
 
     # -- values ----------------------------------------------------------------------------------------
-    def value(self, depth: int) -> Any:
+    def value(self, depth: int, in_list: bool = False) -> Any:
         self.skip()
         c = self.peek()
         if c == "{":
@@ -77,11 +79,11 @@ class _Reader:
             return self.elements(depth + 1)
         if c in "\"'":
             return self.quoted()
-        if c == "" :
+        if c == _END:
             raise self.fail("a value is missing at the end of the text")
         if c in ",:]}":
             raise self.fail(f"a value is missing before {c!r}")
-        return self.quoteless(depth)
+        return self.quoteless(in_list)
 
     def quoted(self) -> str:
         t, start = self.text, self.pos
@@ -122,8 +124,11 @@ class _Reader:
         self.pos = i + 1
         return "".join(out)
 
-    def quoteless(self, depth: int) -> Any:
-        """Read to end of line, a comma, an unbalanced closer, or a comment after whitespace."""
+    def quoteless(self, in_list: bool) -> Any:
+        """Read to end of line, a comma, an unbalanced closer, or a comment after whitespace.
+
+        In a list, whitespace followed by ``{`` or ``[`` also ends it: ``[ ./base [ {...} ] ]``.
+        """
         t, start = self.text, self.pos
         i, nest = start, 0
         while i < len(t):
@@ -139,6 +144,8 @@ class _Reader:
             elif ch == "," and nest == 0:
                 break
             elif ch in " \t" and (t.startswith("#", i + 1) or t.startswith("//", i + 1)):
+                break
+            elif ch in " \t" and in_list and nest == 0 and t[i + 1:i + 2] in ("{", "["):
                 break
             i += 1
         self.pos = i
@@ -159,7 +166,7 @@ class _Reader:
         while i < len(t) and t[i] not in _PUNCT and not t[i].isspace():
             i += 1
         if i == start:
-            raise self.fail(f"a key name is expected here, found {c!r}" if c else "a key name is expected")
+            raise self.fail(f"a key name is expected here, found {c!r}" if c != _END else "a key name is expected")
         self.pos = i
         return t[start:i]
 
@@ -171,7 +178,7 @@ class _Reader:
             if closing and c == closing:
                 self.pos += 1
                 return result
-            if not c:
+            if c == _END:
                 if closing:
                     raise self.fail(f"missing {closing!r}: the text ended inside a {{...}} block")
                 return result
@@ -196,11 +203,11 @@ class _Reader:
             if c == "]":
                 self.pos += 1
                 return result
-            if not c:
+            if c == _END:
                 raise self.fail("missing ']': the text ended inside a [...] list")
             if c == "}":
                 raise self.fail("unexpected '}' inside a [...] list")
-            result.append(self.value(depth))
+            result.append(self.value(depth, in_list=True))
 
 
 def _dedent_multiline(body: str, indent: int) -> str:

@@ -34,9 +34,11 @@ def parse_choices(tokens: list[str]) -> dict[str, Any]:
     return choices
 
 
-def option_table(command_name: str, choices: dict[str, Any]) -> str:
+def option_table(command_name: str, choices: dict[str, Any], exclude: set[str] | None = None) -> str:
+    """Markdown tables of the options active for ``choices``, one per group; ``exclude`` names to omit."""
     command = get_command(command_name)
     rows = walk_options(COMMON_OPTIONS + command.options(), command.group, choices)
+    rows = [(option, group) for option, group in rows if option.name not in (exclude or set())]
     lines = []
     current = None
     for option, group in rows:
