@@ -1,0 +1,63 @@
+"""The Loss base class: forward the model on a batch, sum the loss, say what to normalise by."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from xdpx.config.options import Rule
+from xdpx.metrics import metric_names
+
+
+def major_metric_rule(kinds: tuple[str, ...], listing: str) -> Rule:
+    """Check at config time that major_metric is one this loss's evaluation reports (or 'loss')."""
+
+    def check(args: Any) -> bool:
+        kinds_here = set(kinds)
+        if "classification" in kinds_here and args.get("num_classes") in (1, 2):
+            kinds_here.add("binary")
+        return args.major_metric == "loss" or args.major_metric in metric_names(tuple(kinds_here))
+
+    return Rule(check, f"major_metric is not reported with this loss; choose 'loss' or one of: {listing}",
+                keys=("major_metric", "loss"))
+
+
+class Loss:
+    """Base of the losses. Subclasses implement :meth:`compute` on logits and targets.
+
+    ``kinds`` names the metric families that evaluation reports for this loss (xdpx.metrics).
+    """
+
+    options: list[Any] = []
+    kinds: tuple[str, ...] = ("classification",)
+
+    def __init__(self, args: Any) -> None:
+        self.args = args
+
+    def compute(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The loss summed over the batch (a scalar tensor)."""
+        raise NotImplementedError
+
+    def sample_size(self, target: torch.Tensor) -> int:
+        """What the summed loss is normalised by: here the number of samples."""
+        return int(target.size(0))
+
+    def __call__(self, model: nn.Module, batch: dict[str, Any],
+                 keep_outputs: bool = False) -> tuple[torch.Tensor, int, dict[str, Any]]:
+        """Forward ``batch['net_input']`` and score it against ``batch['target']``.
+
+        logs: ``loss`` (the detached sum), ``nsamples`` and ``sample_size``; with ``keep_outputs`` also
+        the detached ``logits`` and the ``target`` for metrics.
+        """
+        target = batch["target"]
+        logits = model(**batch["net_input"])
+        loss_sum = self.compute(logits, target)
+        sample_size = self.sample_size(target)
+        logs: dict[str, Any] = {"loss": loss_sum.detach(), "nsamples": int(target.size(0)),
+                                "sample_size": sample_size}
+        if keep_outputs:
+            logs["logits"] = logits.detach()
+            logs["target"] = target
+        return loss_sum, sample_size, logs

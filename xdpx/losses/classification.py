@@ -1,0 +1,55 @@
+"""Classification losses: cross_entropy, label_smooth_ce and bce (sigmoid, one-vs-rest)."""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from xdpx.config.options import Option
+from xdpx.losses import losses
+from xdpx.losses.base import Loss, major_metric_rule
+
+CLASSIFICATION_METRICS = ("accuracy, macro_precision, macro_recall, macro_f1, micro_precision, micro_recall, "
+                          "micro_f1; with 2 classes also precision, recall, f1, auc")
+
+
+@losses.register("cross_entropy")
+class CrossEntropy(Loss):
+    """Softmax cross-entropy over class logits ``[B, C]`` and class ids ``[B]``."""
+
+    options = [major_metric_rule(("classification",), CLASSIFICATION_METRICS)]
+
+    def compute(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        # float32 even under autocast: a bf16 sum over a batch loses digits.
+        return F.cross_entropy(logits.float(), target.long(), reduction="sum")
+
+
+@losses.register("label_smooth_ce")
+class LabelSmoothCrossEntropy(Loss):
+    """Cross-entropy against targets smoothed towards the uniform distribution (Szegedy et al., 2016)."""
+
+    options = [
+        Option("label_smoothing", float, default=0.1, validate=lambda v: 0.0 <= v < 1.0,
+               validate_msg="must be in [0, 1)",
+               doc="probability mass moved from the true class to all classes uniformly"),
+        major_metric_rule(("classification",), CLASSIFICATION_METRICS),
+    ]
+
+    def compute(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.float(), target.long(), reduction="sum",
+                               label_smoothing=self.args.label_smoothing)
+
+
+@losses.register("bce")
+class BinaryCrossEntropy(Loss):
+    """Sigmoid cross-entropy: one logit ``[B]`` against 0/1 targets, or ``[B, C]`` one-vs-rest."""
+
+    options = [major_metric_rule(("classification",), CLASSIFICATION_METRICS)]
+
+    def compute(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        logits = logits.float()
+        if logits.dim() == 1:
+            labels = target.float()
+        else:
+            labels = F.one_hot(target.long(), logits.size(-1)).float()
+        return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum")

@@ -1,0 +1,1 @@
+"""Layers shared by the model families: embedding, encoders, pooling, the model base class."""

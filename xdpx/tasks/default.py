@@ -1,0 +1,56 @@
+"""The default task: model and loss from the config; a step is a forward pass and the summed loss."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from xdpx.tasks import tasks
+
+
+@tasks.register("default")
+class Task:
+    """Builds ``model`` / ``loss`` from ``args.model`` / ``args.loss``; the trainer owns everything else
+    (autocast, backward, normalisation by the update's sample size, optimizer and scaler steps)."""
+
+    options: list[Any] = []
+
+    def __init__(self, args: Any) -> None:
+        from xdpx.losses import losses
+
+        self.args = args
+        self.loss = losses.get(args.loss)(args)
+
+    def build_model(self) -> nn.Module:
+        """A fresh model (the trainer seeds the RNGs first, and loads pretrained_model afterwards)."""
+        from xdpx.models import models
+
+        return models.get(self.args.model).build(self.args)
+
+    def train_step(self, model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, int, dict[str, Any]]:
+        """Forward and loss on one micro-batch: ``(loss_sum, sample_size, logs)``, loss_sum with its graph.
+
+        Call it inside the trainer's autocast context with ``model.train()``; backward is the trainer's.
+        """
+        return self.loss(model, batch)
+
+    @torch.no_grad()
+    def valid_step(self, model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, int, dict[str, Any]]:
+        """Like train_step without gradients; logs also hold ``logits`` and ``target`` for the metrics.
+
+        The caller sets ``model.eval()``.
+        """
+        return self.loss(model, batch, keep_outputs=True)
+
+    @torch.no_grad()
+    def inference_step(self, model: nn.Module, batch: dict[str, Any]) -> torch.Tensor:
+        """Logits for a batch without targets (x-pred, x-serve)."""
+        return model(**batch["net_input"])
+
+    def compute_metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+        """Metrics of a whole evaluation from its concatenated logits and targets (xdpx.metrics)."""
+        from xdpx.metrics import compute_metrics
+
+        return compute_metrics(logits, targets, self.args)
