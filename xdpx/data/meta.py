@@ -1,0 +1,77 @@
+"""meta.hjson: what x-train, x-eval and x-pred inherit from x-prepro (``__parent__: ${data_dir}/meta``).
+
+Every key is a declared option: :data:`META_OPTIONS` lists them. The processing options (processor,
+tokenizer, loader, parser, with the options each switches on) rebuild the very same processor at
+training and inference time; the facts (vocab_size, num_classes, data_size...) describe the data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hjson
+
+from xdpx import io
+from xdpx.config.options import Option, walk_options
+from xdpx.data import loaders, parsers, processors, tokenizers
+
+META_FILE = "meta.hjson"
+FORMAT_VERSION = 1
+TARGET_TYPES = ("text", "index", "regression")
+
+PROCESSING_OPTIONS = [
+    Option("processor", str, registry=processors,
+           doc="turns tokens into the stored fields and batches them: single, pair (own vocabulary), "
+               "bert_single, bert_pair, bert_lm"),
+    Option("tokenizer", str, registry=tokenizers, doc="space, char_zh, bert, jieba, auto"),
+    Option("loader", str, registry=loaders, doc="which columns are texts and label: single, pair, corpus"),
+    Option("parser", str, default="csv", registry=parsers, doc="how a line splits into columns: csv, tsv, jsonl, json, lines"),
+    Option("max_len", int, validate=lambda n: n > 0, validate_msg="must be positive",
+           doc="longest sample in tokens (BERT processors count [CLS]/[SEP]); longer ones are truncated"),
+    Option("min_len", int, default=1, doc="samples with a text of fewer tokens are dropped (counted in log.txt)"),
+    Option("pad_word", str, default="[PAD]", doc="the padding token"),
+    Option("unk_word", str, default="[UNK]", doc="the token of words missing from the vocabulary"),
+    Option("lower", bool, default=True, doc="lowercase the input"),
+    Option("target_type", str, default="text", choices=TARGET_TYPES,
+           doc="text: labels are names, the built target map sorts them by frequency; index: labels are "
+               "class numbers 0..n-1, sorted by number; regression: labels are numbers (e.g. STS-B scores), "
+               "stored as floats, no target map"),
+]
+
+FACT_OPTIONS = [
+    Option("vocab_size", int, default=None, doc="(data fact, written by x-prepro) number of tokens in vocab.txt"),
+    Option("pad_index", int, default=None, doc="(data fact) id of pad_word"),
+    Option("unk_index", int, default=None, doc="(data fact) id of unk_word"),
+    Option("cls_index", int, default=None, doc="(data fact) id of [CLS] for BERT processors"),
+    Option("sep_index", int, default=None, doc="(data fact) id of [SEP] for BERT processors"),
+    Option("mask_index", int, default=None, doc="(data fact) id of [MASK] for bert_lm"),
+    Option("num_classes", int, default=None, doc="(data fact) classes in target_map.txt; 1 for regression; "
+                                                 "null for unlabelled data"),
+    Option("data_size", dict[str, int], default=None, doc="(data fact) samples per split"),
+    Option("format_version", int, default=None, doc="(data fact) version of the binary format"),
+    Option("fingerprint", dict[str, str], default=None,
+           doc="(data fact) hashes of the processing options ('options') and of each split's input files"),
+]
+
+META_OPTIONS = PROCESSING_OPTIONS + FACT_OPTIONS
+FACT_NAMES = tuple(o.name for o in FACT_OPTIONS)
+
+
+def processing_values(args: Any) -> dict[str, Any]:
+    """The processing options of ``args`` with those of the chosen components, in declaration order."""
+    values = args.as_dict() if hasattr(args, "as_dict") else dict(args)
+    return {option.name: values[option.name]
+            for option, _group in walk_options(PROCESSING_OPTIONS, "data", values) if option.name in values}
+
+
+def read_meta(data_dir: str) -> dict[str, Any] | None:
+    path = io.join(data_dir, META_FILE)
+    if not io.exists(path):
+        return None
+    with io.open(path) as f:
+        return dict(hjson.loads(f.read()))
+
+
+def write_meta(data_dir: str, values: dict[str, Any]) -> None:
+    with io.open(io.join(data_dir, META_FILE), "w") as f:  # atomic: readers see the old or the new
+        f.write(hjson.dumps(values, indent=2, ensure_ascii=False) + "\n")

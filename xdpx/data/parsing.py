@@ -1,0 +1,148 @@
+"""Parsers: one raw record (a line, or an item of a JSON array) -> a list of columns (strings).
+
+Which columns hold the text(s) and the label is the loader's business (see loading.py); a parser only
+splits. Every parser is line-oriented except ``json``, which reads a whole JSON array (use ``jsonl`` for
+large files: it streams).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+from xdpx.config.options import Option
+from xdpx.data import parsers
+from xdpx.data.errors import BadLine
+
+
+class Parser:
+    """Base class. ``records`` yields (line number, raw record); ``parse`` turns one into columns."""
+
+    options: list[Any] = []
+    # Whether the reader may hand raw lines (bytes) to worker processes and decode them there.
+    line_based = True
+
+    def __init__(self, args: Any) -> None:
+        self.args = args
+
+    def records(self, f: IO[bytes], path: str) -> Iterator[tuple[int, Any]]:
+        for number, line in enumerate(f, 1):
+            yield number, line.rstrip(b"\r\n")
+
+    def parse(self, record: Any) -> list[str]:
+        raise NotImplementedError
+
+
+def _unescape(value: str | None) -> str | None:
+    # `delimiter: "\t"` in hjson is already a tab; `delimiter: \t` unquoted arrives as two characters.
+    return {"\\t": "\t", "tab": "\t"}.get(value, value) if value is not None else None
+
+
+@parsers.register("csv")
+class DelimitedParser(Parser):
+    """Columns separated by a delimiter, one record per line (tab by default, no quoting)."""
+
+    options = [
+        Option("delimiter", str, default="\t", validate=lambda d: len(_unescape(d) or "") == 1,
+               validate_msg="one character, e.g. ',' or '\\t'", doc="the column separator"),
+        Option("quotechar", str, default=None,
+               doc="the quote character of csv files that quote fields (e.g. '\"'); null: no quoting, "
+                   "quotes are kept as text"),
+    ]
+
+    def __init__(self, args: Any) -> None:
+        super().__init__(args)
+        self.delimiter = _unescape(args.delimiter)
+        self.quotechar = args.quotechar
+
+    def parse(self, record: str) -> list[str]:
+        if self.quotechar is None:
+            return record.split(self.delimiter)
+        try:
+            return next(csv.reader([record], delimiter=self.delimiter, quotechar=self.quotechar, strict=True))
+        except csv.Error as e:
+            raise BadLine(f"malformed csv: {e}") from None
+
+
+@parsers.register("tsv")
+class TabParser(DelimitedParser):
+    """Tab-separated columns without quoting (the csv parser with its defaults, under a clearer name)."""
+
+    options = [Option("quotechar", str, default=None, doc="the quote character; null: no quoting")]
+
+    def __init__(self, args: Any) -> None:
+        Parser.__init__(self, args)
+        self.delimiter, self.quotechar = "\t", args.quotechar
+
+
+@parsers.register("lines")
+class LineParser(Parser):
+    """The whole line is one column (plain text, corpora)."""
+
+    def parse(self, record: str) -> list[str]:
+        return [record]
+
+
+def _columns_of(item: Any, fields: list[str] | None) -> list[str]:
+    if isinstance(item, dict):
+        if fields is None:
+            values = list(item.values())
+        else:
+            present = [f in item for f in fields]
+            # Trailing fields may be absent (an unlabelled file); a gap in the middle is an error.
+            n = len(present) - present[::-1].index(True) if any(present) else 0
+            missing = [f for f, p in zip(fields[:n], present[:n]) if not p]
+            if missing or n == 0:
+                raise BadLine(f"missing field(s) {missing or fields}")
+            values = [item[f] for f in fields[:n]]
+    elif isinstance(item, list):
+        values = item
+    else:
+        raise BadLine(f"expected a JSON object or array, got {type(item).__name__}")
+    columns = []
+    for value in values:
+        if isinstance(value, (dict, list)):
+            raise BadLine("nested JSON values cannot be text or labels")
+        columns.append(value if isinstance(value, str) else "" if value is None else json.dumps(value))
+    return columns
+
+
+JSON_FIELDS = Option("fields", list[str], default=None,
+                     doc="keys to read from each object, in column order for the loader (e.g. [text, label]); "
+                         "trailing keys may be missing (unlabelled files); null: all values in file order")
+
+
+@parsers.register("jsonl")
+class JsonLinesParser(Parser):
+    """One JSON object (or array) per line; ``fields`` picks and orders the columns."""
+
+    options = [JSON_FIELDS]
+
+    def parse(self, record: str) -> list[str]:
+        try:
+            item = json.loads(record)
+        except json.JSONDecodeError as e:
+            raise BadLine(f"invalid JSON: {e.msg} at column {e.colno}") from None
+        return _columns_of(item, self.args.fields)
+
+
+@parsers.register("json")
+class JsonParser(Parser):
+    """A file holding one JSON array of objects (read whole: use jsonl for large data)."""
+
+    options = [JSON_FIELDS]
+    line_based = False
+
+    def records(self, f: IO[bytes], path: str) -> Iterator[tuple[int, Any]]:
+        try:
+            items = json.loads(f.read().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise BadLine(f"invalid JSON file: {e}", where=path) from None
+        if not isinstance(items, list):
+            raise BadLine("a json file must hold one array of records (use jsonl for one per line)", where=path)
+        yield from enumerate(items, 1)
+
+    def parse(self, record: Any) -> list[str]:
+        return _columns_of(record, self.args.fields)

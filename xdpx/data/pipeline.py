@@ -1,0 +1,329 @@
+"""The x-prepro run: check, build vocabulary and target map, encode each split, commit.
+
+Everything is written to a local staging folder first. Each finished split is moved into data_dir
+with vocab.txt / target_map.txt, then meta.hjson is rewritten (atomically) to list it, so training with
+lazy_load can start on the first shards while later ones are still being written. A failure removes
+the staging folder: what data_dir held before stays as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections import Counter
+from typing import Any
+
+from xdpx import io
+from xdpx.data import loaders, parsers, processors, tokenizers
+from xdpx.data.dictionary import Dictionary
+from xdpx.data.errors import BadLine
+from xdpx.data.indexed import IndexedWriter, ScalarWriter, narrowest_dtype
+from xdpx.data.meta import FACT_NAMES, FORMAT_VERSION, processing_values, read_meta, write_meta
+from xdpx.data.processing import TARGET_MAP_FILE, VOCAB_FILE
+from xdpx.data.reading import iter_chunks, new_digest, ordered_map
+from xdpx.data.splits import resolve_splits
+from xdpx.data.targets import TargetMap
+from xdpx.data.worker import init_worker, run_job
+
+EMBEDDINGS_FILE = "embeddings.npy"
+TOKENIZER_JSON = "tokenizer.json"
+
+
+class PreproError(Exception):
+    """A problem with the inputs or data_dir found before or during the work (shown without traceback)."""
+
+
+def plan(args: Any) -> tuple[list[tuple[str, list[str]]], dict[str, Any] | None]:
+    """Check what can be checked before any work: input files, split names, agreement with data_dir."""
+    splits, problems = resolve_splits(args.data_source, args.data_files)
+    if not splits and not problems:
+        problems.append(f"data_files {args.data_files!r} selects no file in {args.data_source}")
+    existing = read_meta(args.data_dir) if io.exists(args.data_dir) else None
+    if existing is not None:
+        problems += disagreements(args, existing)
+    if problems:
+        raise PreproError("\n".join(problems))
+    return splits, existing
+
+
+def disagreements(args: Any, existing: dict[str, Any]) -> list[str]:
+    """Why the splits already in data_dir could not be used with the ones this config adds."""
+    new = processing_values(args)
+    old = {k: v for k, v in existing.items() if k not in FACT_NAMES}
+    keys = sorted(k for k in set(new) | set(old) if new.get(k) != old.get(k))
+    problems = [f"data_dir {args.data_dir} holds splits made with {k}: {old.get(k)!r}, this config has "
+                f"{new.get(k)!r}" for k in keys]
+    for option, name in (("vocab_file", VOCAB_FILE), ("target_map_file", TARGET_MAP_FILE)):
+        given, there = args.get(option), io.join(args.data_dir, name)
+        if given and io.exists(there) and _file_hash(given) != _file_hash(there):
+            problems.append(f"{option} {given} differs from the {name} of the splits already in {args.data_dir}")
+    if problems:
+        problems.append("use another data_dir, or remove this one to start over")
+    return problems
+
+
+def _file_hash(path: str) -> str:
+    return io.md5(path, progress=False)
+
+
+class Prepro:
+    """One x-prepro run over resolved ``args``."""
+
+    def __init__(self, args: Any) -> None:
+        self.args = args
+        self.values = {k: v for k, v in args.items()}
+        self.parser = parsers.get(args.parser)(args)
+        self.loader = loaders.get(args.loader)(args)
+        self.processor_cls = processors.get(args.processor)
+        self.tokenizer_cls = tokenizers.get(args.tokenizer)
+        self.log: list[str] = []
+        self.summary: dict[str, Counter[str]] = {}
+
+    def say(self, line: str) -> None:
+        print(line, flush=True)
+        self.log.append(line)
+
+    # ---- the run ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        args = self.args
+        splits, existing = plan(args)
+        stage_parent = None if io.is_remote(args.data_dir) else os.path.dirname(os.path.abspath(args.data_dir))
+        if stage_parent:
+            os.makedirs(stage_parent, exist_ok=True)
+        stage = tempfile.mkdtemp(prefix=f".{io.basename(args.data_dir.rstrip('/'))}.staging-", dir=stage_parent)
+        start = time.time()
+        self.say(f"x-prepro: {len(splits)} split(s) from {args.data_source} -> {args.data_dir} "
+                 f"(workers: {args.workers})")
+        try:
+            self.prepare_vocab_and_targets(stage, splits, existing)
+            meta = dict(existing or {})
+            meta.update(processing_values(args))
+            meta["data_size"] = dict((existing or {}).get("data_size") or {})
+            meta["fingerprint"] = dict((existing or {}).get("fingerprint") or {}, options=self.options_hash())
+            first_commit = True
+            for split, files in splits:
+                size, digest = self.encode_split(stage, split, files)
+                meta["data_size"][split] = size
+                meta["fingerprint"][split] = digest
+                self.commit(stage, split, meta, first_commit)
+                first_commit = False
+            self.say(f"done in {time.time() - start:.1f}s")
+            self.write_log()
+            from xdpx.scripts.show_data import format_samples
+
+            for line in format_samples(args.data_dir, splits[0][0], 3):
+                print(line)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+
+    def options_hash(self) -> str:
+        text = json.dumps(processing_values(self.args), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:16]
+
+    # ---- vocabulary and target map -------------------------------------------------------------------
+    def prepare_vocab_and_targets(self, stage: str, splits: list[tuple[str, list[str]]],
+                                  existing: dict[str, Any] | None) -> None:
+        args = self.args
+        vocab_there = io.join(args.data_dir, VOCAB_FILE)
+        map_there = io.join(args.data_dir, TARGET_MAP_FILE)
+        vocab_path = os.path.join(stage, VOCAB_FILE)
+        map_path = os.path.join(stage, TARGET_MAP_FILE)
+        reuse = existing is not None  # splits already there: keep their vocabulary and target map
+        need_vocab = False
+        if self.tokenizer_cls.has_own_vocab:
+            tokenizer = self.tokenizer_cls(args, args.get("vocab_file"))
+            if args.tokenizer == "auto":
+                io.copy(tokenizer.json_path, os.path.join(stage, TOKENIZER_JSON))
+            with open(vocab_path, "w", encoding="utf-8") as f:
+                f.writelines(f"{t}\n" for t in tokenizer.vocab_tokens())
+        elif args.get("vocab_file"):
+            io.copy(args.vocab_file, vocab_path)
+        elif reuse and io.exists(vocab_there):
+            io.copy(vocab_there, vocab_path)
+        else:
+            need_vocab = True
+        need_map = args.target_type != "regression"
+        if need_map and args.get("target_map_file"):
+            io.copy(args.target_map_file, map_path)
+            need_map = False
+        elif need_map and reuse and io.exists(map_there):
+            io.copy(map_there, map_path)
+            need_map = False
+        if need_vocab or need_map:
+            self.scan(stage, splits, need_vocab, need_map, vocab_path, map_path)
+        dictionary = Dictionary.load(vocab_path, args.pad_word, args.unk_word)
+        missing = [w for w in self.processor_cls.special_words(args) if w not in dictionary]
+        if missing:
+            raise PreproError(f"the vocabulary lacks {missing}, which processor {args.processor!r} needs")
+        if args.get("pretrained_embeddings"):
+            from xdpx.data.embeddings import write_embeddings
+
+            found = write_embeddings(args.pretrained_embeddings, dictionary, os.path.join(stage, EMBEDDINGS_FILE),
+                                     args.seed)
+            self.say(f"embeddings: {found} of {len(dictionary)} words found in {args.pretrained_embeddings}")
+
+    def scan(self, stage: str, splits: list[tuple[str, list[str]]], need_vocab: bool, need_map: bool,
+             vocab_path: str, map_path: str) -> None:
+        args = self.args
+        train = [s for s in splits if s[0].startswith("train")] or splits
+        token_counts: Counter[str] = Counter()
+        label_counts: Counter[str] = Counter()
+        for split, files in splits:
+            count_tokens = need_vocab and (split, files) in train
+            if not count_tokens and not need_map:
+                continue
+            chunks = iter_chunks(files, self.parser, self.loader, args.start_line, args.remove_duplicate,
+                                 new_digest(), Counter())
+            for result in ordered_map(run_job, chunks, args.workers, init_worker,
+                                      (self.values, "scan", None, count_tokens)):
+                token_counts.update(result.tokens)
+                label_counts.update(result.labels)
+        if need_vocab:
+            always: set[str] = set()
+            if args.get("pretrained_embeddings") and args.ignore_in_emb:
+                from xdpx.data.embeddings import embedding_words
+
+                always = embedding_words(args.pretrained_embeddings)
+            dictionary = Dictionary.build(token_counts, args.pad_word, args.unk_word, args.threshold, args.nwords,
+                                          always, self.processor_cls.special_words(args))
+            dictionary.save(vocab_path)
+            self.say(f"vocabulary: {len(dictionary)} tokens built from {sum(token_counts.values())} tokens of "
+                     f"{', '.join(s for s, _ in train)}")
+        if need_map and label_counts:
+            try:
+                target_map = TargetMap.build(label_counts, args.target_type, args.get("special_targets") or [])
+            except BadLine as e:
+                raise PreproError(str(e)) from None
+            target_map.save(map_path)
+            self.say(f"target map: {len(target_map)} labels {target_map.labels[:20]}")
+
+    # ---- one split -------------------------------------------------------------------------------
+    def encode_split(self, stage: str, split: str, files: list[str]) -> tuple[int, str]:
+        import numpy as np
+
+        args = self.args
+        processor = self.processor_cls(args, data_dir=stage)
+        dtype = narrowest_dtype(len(processor.dictionary))
+        writers = {name: IndexedWriter(os.path.join(stage, f"{split}.{name}"), processor.field_dtypes.get(name, dtype))
+                   for name in processor.fields}
+        target_writer: ScalarWriter | None = None
+        stats: Counter[str] = Counter()
+        digest = new_digest()
+        chunks = iter_chunks(files, self.parser, self.loader, args.start_line, args.remove_duplicate, digest, stats)
+        assembler = processor.assembler(args.break_mode) if processor.is_corpus else None
+        count = 0
+        for result in ordered_map(run_job, chunks, args.workers, init_worker, (self.values, "encode", stage, False)):
+            stats.update(result.stats)
+            if assembler is not None:
+                flat, lengths = result.fields["line"]
+                offsets = np.concatenate([[0], np.cumsum(lengths)])
+                blocks = []
+                for i, boundary in enumerate(result.boundaries):
+                    blocks += assembler.feed(None if boundary else flat[offsets[i]: offsets[i + 1]])
+                samples = self.blocks_to_fields(processor, blocks, stats)
+            else:
+                samples = result.fields
+                if result.targets:
+                    if target_writer is None:
+                        kind = "float32" if args.target_type == "regression" else "int64"
+                        target_writer = ScalarWriter(os.path.join(stage, f"{split}.target"), kind)
+                    target_writer.add_many(result.targets)
+            for name, (flat, lengths) in samples.items():
+                writers[name].add_many(flat, lengths)
+            count += len(next(iter(samples.values()))[1])
+        if assembler is not None:
+            samples = self.blocks_to_fields(processor, assembler.flush(), stats)
+            for name, (flat, lengths) in samples.items():
+                writers[name].add_many(flat, lengths)
+            count += len(next(iter(samples.values()))[1])
+        for writer in writers.values():
+            writer.close()
+        ids = ScalarWriter(os.path.join(stage, f"{split}.id"), "int64")
+        ids.add_many(np.arange(count))
+        ids.close()
+        if target_writer is not None:
+            target_writer.close()
+            if target_writer.count != count:
+                raise PreproError(f"split {split!r} mixes labelled and unlabelled files")
+        stats["samples"] = count
+        self.summary[split] = stats
+        self.report_split(split, files, stats)
+        return count, digest.hexdigest()[:16]
+
+    def blocks_to_fields(self, processor: Any, blocks: list[Any], stats: Counter[str]) -> dict[str, Any]:
+        import numpy as np
+
+        built = []
+        for block in blocks:
+            if len(block) < processor.min_len:
+                stats["too_short"] += 1
+                continue
+            built.append(processor.build_sample([block])[0])
+        out = {}
+        for name in processor.fields:
+            arrays = [b[name] for b in built]
+            out[name] = (np.concatenate(arrays) if arrays else np.zeros(0, np.int64),
+                         np.array([len(a) for a in arrays], dtype=np.int64))
+        return out
+
+    def report_split(self, split: str, files: list[str], stats: Counter[str]) -> None:
+        samples = stats["samples"]
+        share = stats["truncated"] / samples if samples else 0.0
+        unk = stats["unk_tokens"] / stats["tokens"] if stats["tokens"] else 0.0
+        self.say(f"{split}: {samples} samples from {stats['lines']} lines of {', '.join(io.basename(f) for f in files)}; "
+                 f"skipped {stats['bad_lines']} bad, {stats['too_short']} shorter than min_len, "
+                 f"{stats['duplicates']} duplicates; {stats['truncated']} truncated to max_len ({share:.2%}); "
+                 f"{stats['tokens']} tokens, {unk:.2%} unknown")
+        for key in sorted(k for k in stats if k.startswith("example: ")):
+            self.say(f"  skipped {key[len('example: '):]}")
+
+    # ---- commit ----------------------------------------------------------------------------------
+    def commit(self, stage: str, split: str, meta: dict[str, Any], first: bool) -> None:
+        args = self.args
+        if first:
+            meta.update(self.facts_from(stage))
+            meta["format_version"] = FORMAT_VERSION
+        for name in sorted(os.listdir(stage)):
+            if name.startswith(split + ".") and not name.endswith(".part"):
+                io.move(os.path.join(stage, name), io.join(args.data_dir, name))
+        if first:
+            for name in (VOCAB_FILE, TARGET_MAP_FILE, EMBEDDINGS_FILE, TOKENIZER_JSON):
+                if os.path.exists(os.path.join(stage, name)):
+                    io.copy(os.path.join(stage, name), io.join(args.data_dir, name))
+            from xdpx.config.writers import ARGS_FILE, format_args_py
+
+            with io.open(io.join(args.data_dir, ARGS_FILE), "w") as f:
+                f.write(format_args_py(args))
+        write_meta(args.data_dir, meta)
+
+    def facts_from(self, stage: str) -> dict[str, Any]:
+        args = self.args
+        dictionary = Dictionary.load(os.path.join(stage, VOCAB_FILE), args.pad_word, args.unk_word)
+        facts: dict[str, Any] = {"vocab_size": len(dictionary), "pad_index": dictionary.pad_index,
+                                 "unk_index": dictionary.unk_index}
+        for key, option in (("cls_index", "cls_word"), ("sep_index", "sep_word"), ("mask_index", "mask_word")):
+            if args.get(option):
+                facts[key] = dictionary.special_index(args.get(option))
+        map_path = os.path.join(stage, TARGET_MAP_FILE)
+        if args.target_type == "regression":
+            facts["num_classes"] = 1
+        elif os.path.exists(map_path):
+            facts["num_classes"] = len(TargetMap.load(map_path))
+        return facts
+
+    def write_log(self) -> None:
+        args = self.args
+        if not args.log_file:
+            return
+        path = io.join(args.data_dir, args.log_file)
+        previous = ""
+        if io.exists(path):
+            with io.open(path) as f:
+                previous = f.read()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with io.open(path, "w") as f:
+            f.write(previous + f"# x-prepro run at {stamp}\n" + "\n".join(self.log) + "\n\n")

@@ -1,0 +1,106 @@
+"""x-prepro: raw text -> memory-mapped splits, vocab.txt, target_map.txt and meta.hjson (docs/prepro.md).
+
+    x-prepro prepro.hjson          # run
+    x-prepro prepro.hjson --dry    # check options and input paths, print the splits it would write
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdpx.command import Command, commands
+from xdpx.config.options import Args, Option, Rule
+from xdpx.data.meta import PROCESSING_OPTIONS
+
+
+def _component(registry_name: str, name: str) -> Any:
+    from xdpx.data import loaders, processors, tokenizers
+
+    registry = {"processor": processors, "loader": loaders, "tokenizer": tokenizers}[registry_name]
+    return registry.get(name) if name in registry else None
+
+
+def _corpus_fits(args: Any) -> bool:
+    loader, processor = _component("loader", args.loader), _component("processor", args.processor)
+    return loader is None or processor is None or loader.is_corpus == processor.is_corpus
+
+
+def _texts_fit(args: Any) -> bool:
+    loader, processor = _component("loader", args.loader), _component("processor", args.processor)
+    if loader is None or processor is None or processor.is_corpus:
+        return True
+    return len(loader.text_keys) == processor.num_texts
+
+
+VOCAB_BUILD_OPTIONS = [
+    Option("threshold", int, default=-1, doc="words seen more than this many times join the vocabulary"),
+    Option("ignore_in_emb", bool, default=True,
+           doc="words of pretrained_embeddings join the vocabulary whatever their count"),
+    Option("nwords", int, default=-1, doc="at most this many words besides the special ones; -1: no limit"),
+]
+
+TARGET_MAP_OPTIONS = [
+    Option("special_targets", list[str], default=[],
+           doc="labels always placed first in the target map, e.g. the negative class for multi-class F1"),
+]
+
+PREPRO_OPTIONS = [
+    Option("data_source", str, path="input", doc="the folder holding the raw data files"),
+    Option("data_files", str | list[str] | dict[str, str], default="*.txt",
+           doc="files under data_source: a glob, a list of paths/globs (split = file name without extension), "
+               "or a mapping {relative path: split name}"),
+    Option("data_dir", str, path="output", doc="where the processed data goes"),
+    Option("vocab_file", str, default=None, path="input", children={None: VOCAB_BUILD_OPTIONS},
+           doc="a predefined vocabulary (one token per line; the BERT vocab.txt for tokenizer: bert); "
+               "null: built from the train splits"),
+    Option("target_map_file", str, default=None, path="input", children={None: TARGET_MAP_OPTIONS},
+           doc="a predefined target map (one label per line); null: built from the labels of the data"),
+    Option("pretrained_embeddings", str, default=None, path="input",
+           doc="word vectors in text format; writes data_dir/embeddings.npy in vocabulary order"),
+    Option("log_file", str, default="log.txt", doc="log file name under data_dir; null: no log"),
+    Option("workers", int, default=1, validate=lambda n: n >= 1, validate_msg="at least 1",
+           doc="processes for tokenizing; the output is the same for any number"),
+    Option("seed", int, default=1, doc="seed for the initialization of embeddings missing from pretrained_embeddings"),
+    *PROCESSING_OPTIONS,
+    Option("remove_duplicate", bool, default=False, doc="drop repeated lines within a split"),
+    Option("skip_bad_lines", bool, default=False,
+           doc="skip malformed lines (counted in log.txt) instead of stopping with file:line"),
+    Option("start_line", int, default=0, doc="skip this many lines at the start of every file (e.g. 1 for a header)"),
+    Rule(_corpus_fits, "loader 'corpus' goes with processor 'bert_lm' (and bert_lm needs loader 'corpus')",
+         keys=("loader", "processor")),
+    Rule(_texts_fit, "the loader and the processor disagree on the number of texts (single / pair)",
+         keys=("loader", "processor")),
+    Rule(lambda a: a.tokenizer != "bert" or a.vocab_file, "tokenizer 'bert' needs vocab_file (the model's vocab.txt)",
+         keys=("tokenizer", "vocab_file")),
+    Rule(lambda a: a.tokenizer != "auto" or a.tokenizer_dir, "tokenizer 'auto' needs tokenizer_dir",
+         keys=("tokenizer",)),
+]
+
+
+@commands.register("x-prepro")
+class PreproCommand(Command):
+    """Turn raw text into the binary splits, vocabulary, target map and meta.hjson that x-train uses."""
+
+    name = "x-prepro"
+    group = "prepro"
+    output_key = "data_dir"
+
+    def options(self) -> list[Any]:
+        return list(PREPRO_OPTIONS)
+
+    def run(self, args: Args, dry: bool = False) -> None:
+        from xdpx.cli import UserError
+        from xdpx.data.errors import BadLine
+        from xdpx.data.pipeline import Prepro, PreproError, plan
+
+        try:
+            if dry:
+                splits, existing = plan(args)
+                for split, files in splits:
+                    print(f"# split {split}: {', '.join(files)}")
+                if existing:
+                    print(f"# {args.data_dir} already holds {sorted(existing.get('data_size') or {})}: kept")
+                return
+            Prepro(args).run()
+        except (PreproError, BadLine) as e:
+            raise UserError(str(e)) from None

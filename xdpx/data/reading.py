@@ -1,0 +1,97 @@
+"""Streaming the input files of a split as chunks of raw records (bounded memory), with the content
+hash that goes into the fingerprint, and the ordered, bounded parallel map over worker processes."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+from xdpx import io
+
+CHUNK_LINES = 4096
+
+
+class HashingReader:
+    """A binary file wrapper that hashes every byte read (lines or whole reads)."""
+
+    def __init__(self, f: IO[bytes], digest: Any) -> None:
+        self.f, self.digest = f, digest
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self.f:
+            self.digest.update(line)
+            yield line
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n)
+        self.digest.update(data)
+        return data
+
+
+def first_columns(parser: Any, record: Any) -> list[str] | None:
+    """The columns of a record, or None when it cannot be parsed (the worker will report it)."""
+    try:
+        text = record.decode("utf-8") if isinstance(record, bytes) else record
+        return parser.parse(text)
+    except Exception:  # a bad first line: the worker names it with file:line
+        return None
+
+
+def iter_chunks(files: list[str], parser: Any, loader: Any, start_line: int, remove_duplicate: bool,
+                digest: Any, counts: dict[str, int]) -> Iterator[tuple[str, bool, list[tuple[int, Any]]]]:
+    """(file, labelled, records) chunks of the split's files in order; duplicates dropped here."""
+    seen: set[int] = set()
+    for path in files:
+        digest.update(io.basename(path).encode() + b"\0")
+        labelled: bool | None = None
+        chunk: list[tuple[int, Any]] = []
+        with io.open(path, "rb") as f:
+            for number, raw in parser.records(HashingReader(f, digest), path):
+                if number <= start_line:
+                    continue
+                counts["lines"] += 1
+                if labelled is None and raw:
+                    columns = first_columns(parser, raw)
+                    if columns is not None:
+                        labelled = loader.is_labelled(columns)
+                if remove_duplicate and raw:
+                    key = hash(raw if isinstance(raw, bytes) else repr(raw))
+                    if key in seen:
+                        counts["duplicates"] += 1
+                        continue
+                    seen.add(key)
+                chunk.append((number, raw))
+                if len(chunk) >= CHUNK_LINES:
+                    yield path, bool(labelled), chunk
+                    chunk = []
+        if chunk:
+            yield path, bool(labelled), chunk
+
+
+def ordered_map(job_fn: Callable[[Any], Any], jobs: Iterator[Any], workers: int,
+                initializer: Callable[..., None], initargs: tuple[Any, ...]) -> Iterator[Any]:
+    """``job_fn`` over ``jobs`` in order: in this process (workers <= 1) or a pool of ``workers``
+    processes with at most 2 x workers chunks in flight, so memory stays bounded."""
+    if workers <= 1:
+        initializer(*initargs, True)
+        for job in jobs:
+            yield job_fn(job)
+        return
+    import multiprocessing
+
+    # spawn, not fork: a forked copy of a process whose tokenizer threads already ran can deadlock.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, initializer, (*initargs, False)) as pool:
+        pending: deque[Any] = deque()
+        for job in jobs:
+            pending.append(pool.apply_async(job_fn, (job,)))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+def new_digest() -> Any:
+    return hashlib.sha1(usedforsecurity=False)

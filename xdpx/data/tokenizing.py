@@ -1,0 +1,167 @@
+"""Tokenizers: text -> tokens. Word-level ones (space, char_zh, jieba) give strings that the processor's
+vocabulary numbers; subword ones (bert, auto) own their vocabulary and give ids directly.
+
+``lower`` (an x-prepro option) applies to every tokenizer. Heavy libraries (tokenizers, jieba) are
+imported when a tokenizer is built, not when this module is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from xdpx.config.options import Option
+from xdpx.data import tokenizers
+
+
+class Tokenizer:
+    """Base class. ``vocab_path`` is the vocabulary of tokenizers that own one (bert, auto)."""
+
+    options: list[Any] = []
+    has_own_vocab = False
+
+    def __init__(self, args: Any, vocab_path: str | None = None) -> None:
+        self.args = args
+        self.lower = bool(args.get("lower", True))
+
+    def tokenize(self, text: str) -> list[str]:
+        raise NotImplementedError
+
+    def tokenize_batch(self, texts: list[str]) -> list[list[str]]:
+        return [self.tokenize(t) for t in texts]
+
+    def ids_batch(self, texts: list[str]) -> list[list[int]]:
+        raise NotImplementedError(f"{type(self).__name__} has no vocabulary of its own")
+
+    def vocab_tokens(self) -> list[str]:
+        """The tokenizer's own vocabulary in id order (written to data_dir/vocab.txt)."""
+        raise NotImplementedError(f"{type(self).__name__} has no vocabulary of its own")
+
+
+@tokenizers.register("space")
+class SpaceTokenizer(Tokenizer):
+    """Split on whitespace (pre-tokenized text, or languages with spaces between words)."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return (text.lower() if self.lower else text).split()
+
+
+# Chinese characters one by one; runs of Latin letters / digits (ASCII, accented or full-width) whole.
+_LATIN = "0-9A-Za-z\u00c0-\u024f\uff10-\uff19\uff21-\uff3a\uff41-\uff5a"
+_CHAR_ZH = re.compile(f"[{_LATIN}]+(?:[.'\\-][{_LATIN}]+)*|\\S")
+
+
+@tokenizers.register("char_zh")
+class ChineseCharTokenizer(Tokenizer):
+    """Chinese characters as tokens, keeping Latin words and numbers (``3.5``, ``iPhone``) whole."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return _CHAR_ZH.findall(text.lower() if self.lower else text)
+
+
+@tokenizers.register("jieba")
+class JiebaTokenizer(Tokenizer):
+    """Chinese words by jieba (optional extra: pip install jieba); spaces dropped."""
+
+    def __init__(self, args: Any, vocab_path: str | None = None) -> None:
+        super().__init__(args, vocab_path)
+        try:
+            import jieba
+        except ImportError:
+            from xdpx.cli import UserError
+
+            raise UserError("tokenizer 'jieba' needs the jieba package: pip install jieba") from None
+        jieba.setLogLevel(60)
+        self._cut = jieba.lcut
+
+    def tokenize(self, text: str) -> list[str]:
+        return [w for w in self._cut(text.lower() if self.lower else text) if not w.isspace()]
+
+
+@tokenizers.register("bert")
+class BertTokenizer(Tokenizer):
+    """BERT WordPiece over a vocab.txt (the x-prepro ``vocab_file``), through the ``tokenizers`` library:
+    text cleaned, Chinese characters split, optional lowercasing and accent stripping. Special tokens are
+    added by the processor, not here.
+    """
+
+    options = [
+        Option("strip_accents", bool, default=None, doc="remove accents; null: do it when lower is true (as BERT)"),
+        Option("fast_chinese", bool, default=True,
+               doc="look Chinese characters and punctuation up directly instead of running WordPiece on "
+                   "them (same ids, several times faster on Chinese text)"),
+    ]
+    has_own_vocab = True
+
+    def __init__(self, args: Any, vocab_path: str | None = None) -> None:
+        super().__init__(args, vocab_path)
+        from tokenizers import BertWordPieceTokenizer
+
+        from xdpx import io
+
+        if not vocab_path:
+            from xdpx.cli import UserError
+
+            raise UserError("tokenizer 'bert' needs vocab_file: the vocab.txt of the BERT model")
+        self.vocab_path = vocab_path
+        self.tokenizer = BertWordPieceTokenizer(io.cached_path(vocab_path) if io.is_remote(vocab_path) else vocab_path,
+                                                lowercase=self.lower, strip_accents=args.get("strip_accents"))
+        self.fast = None
+        if args.get("fast_chinese", True):
+            from xdpx.data.fast_wordpiece import PieceCache
+
+            self.fast = PieceCache(self._encode_plain)
+
+    def _encode_plain(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def ids_batch(self, texts: list[str]) -> list[list[int]]:
+        return self.fast.encode_batch(texts) if self.fast is not None else self._encode_plain(texts)
+
+    def tokenize(self, text: str) -> list[str]:
+        return self.tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def vocab_tokens(self) -> list[str]:
+        vocab = self.tokenizer.get_vocab()
+        return sorted(vocab, key=vocab.__getitem__)
+
+
+@tokenizers.register("auto")
+class AutoTokenizer(Tokenizer):
+    """Any Hugging Face fast tokenizer: a directory holding tokenizer.json (e.g. a downloaded model).
+    tokenizer.json is copied into data_dir, so training and prediction use the very same tokenizer.
+    ``lower`` does not apply: the tokenizer's own normalizer decides.
+    """
+
+    options = [Option("tokenizer_dir", str, default=None, path="input",
+                      doc="directory with tokenizer.json (x-prepro); later runs read data_dir/tokenizer.json")]
+    has_own_vocab = True
+
+    def __init__(self, args: Any, vocab_path: str | None = None) -> None:
+        super().__init__(args, vocab_path)
+        from tokenizers import Tokenizer as HFTokenizer
+
+        from xdpx import io
+
+        candidates = [io.join(os.path.dirname(vocab_path) or ".", "tokenizer.json")] if vocab_path else []
+        if args.get("tokenizer_dir"):
+            candidates.append(io.join(args.tokenizer_dir, "tokenizer.json"))
+        found = [c for c in candidates if io.exists(c)]
+        if not found:
+            from xdpx.cli import UserError
+
+            raise UserError(f"tokenizer 'auto': no tokenizer.json in {candidates or 'tokenizer_dir (not set)'}")
+        self.json_path = found[0]
+        with io.open(self.json_path) as f:
+            self.tokenizer = HFTokenizer.from_str(f.read())
+
+    def ids_batch(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def tokenize(self, text: str) -> list[str]:
+        return self.tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def vocab_tokens(self) -> list[str]:
+        vocab = self.tokenizer.get_vocab(with_added_tokens=True)
+        return sorted(vocab, key=vocab.__getitem__)

@@ -1,0 +1,140 @@
+"""The work on one chunk of input records, done in worker processes (or in-process for workers: 1).
+
+A chunk is (file, labelled, [(line number, raw record)...]); results come back in submission order,
+so the output is the same for any number of workers. Each process builds its components once
+(:func:`init_worker`); jobs then only carry data.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from xdpx.data.errors import BadLine
+
+_STATE: ChunkWorker | None = None  # this process's worker (one per process; set by init_worker)
+
+
+@dataclass
+class ScanResult:
+    tokens: Counter[str] = field(default_factory=Counter)
+    labels: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class EncodeResult:
+    """Token fields as (flat ids, lengths), one target per sample, and counts for log.txt."""
+
+    fields: dict[str, tuple[Any, Any]]
+    targets: list[Any]
+    lines: list[int]
+    boundaries: list[bool] = field(default_factory=list)  # corpus: True where a line ends a document
+    stats: Counter[str] = field(default_factory=Counter)
+
+
+class ChunkWorker:
+    """Parser, loader and tokenizer (scan) or processor (encode), built from plain option values."""
+
+    def __init__(self, values: dict[str, Any], mode: str, stage_dir: str | None, need_tokens: bool) -> None:
+        from xdpx.config.options import Args
+        from xdpx.data import loaders, parsers, processors, tokenizers
+
+        args = Args(values, {}, set(), {})
+        self.args, self.mode, self.need_tokens = args, mode, need_tokens
+        self.parser = parsers.get(args.parser)(args)
+        self.loader = loaders.get(args.loader)(args)
+        self.skip_bad = bool(args.skip_bad_lines)
+        if mode == "scan":
+            self.tokenizer = tokenizers.get(args.tokenizer)(args, args.get("vocab_file")) if need_tokens else None
+        else:
+            self.processor = processors.get(args.processor)(args, data_dir=stage_dir)
+
+    def records(self, job: tuple[str, bool, list[tuple[int, Any]]], stats: Counter[str]) -> list[tuple[int, list[str], str | None]]:
+        path, labelled, raw_records = job
+        out = []
+        for number, raw in raw_records:
+            try:
+                if isinstance(raw, bytes):
+                    try:
+                        raw = raw.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        raise BadLine(f"bytes that are not UTF-8 at position {e.start}") from None
+                texts, label = self.loader.fields(self.parser.parse(raw), labelled)
+            except BadLine as e:
+                located = e.located(f"{path}:{number}", raw)
+                if not self.skip_bad:
+                    raise located from None
+                stats["bad_lines"] += 1
+                if stats["bad_lines"] <= 3:
+                    stats[f"example: {located}"] += 1
+                continue
+            out.append((number, texts, label))
+        return out
+
+    def scan(self, job: Any) -> ScanResult:
+        result = ScanResult()
+        records = self.records(job, Counter())
+        if self.tokenizer is not None:
+            for tokens in self.tokenizer.tokenize_batch([t for _, texts, _ in records for t in texts if t]):
+                result.tokens.update(tokens)
+        result.labels.update(label for _, _, label in records if label is not None)
+        return result
+
+    def encode(self, job: Any) -> EncodeResult:
+        import numpy as np
+
+        stats: Counter[str] = Counter()
+        records = self.records(job, stats)
+        processor = self.processor
+        if processor.is_corpus:
+            ids = processor.ids_batch([texts[0] for _, texts, _ in records])
+            lengths = np.array([len(x) for x in ids], dtype=np.int64)
+            flat = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+            stats["tokens"] += int(lengths.sum())
+            stats["unk_tokens"] += int((flat == processor.dictionary.unk_index).sum())
+            return EncodeResult({"line": (flat, lengths)}, [], [n for n, _, _ in records],
+                                [not texts[0] for _, texts, _ in records], stats)
+        samples = processor.numerize_batch([texts for _, texts, _ in records])
+        kept, targets, lines = [], [], []
+        for (number, _texts, label), built in zip(records, samples):
+            if built is None:
+                stats["too_short"] += 1
+                continue
+            sample, truncated = built
+            if label is not None:
+                try:
+                    targets.append(processor.target_of(label))
+                except BadLine as e:
+                    located = e.located(f"{job[0]}:{number}", label)
+                    if not self.skip_bad:
+                        raise located from None
+                    stats["bad_lines"] += 1
+                    continue
+            stats["truncated"] += truncated
+            kept.append(sample)
+            lines.append(number)
+        fields = {}
+        for name in processor.fields:
+            arrays = [s[name] for s in kept]
+            fields[name] = (np.concatenate(arrays) if arrays else np.zeros(0, np.int64),
+                            np.array([len(a) for a in arrays], dtype=np.int64))
+        first = fields[processor.fields[0]][0]
+        stats["tokens"] += int(sum(len(fields[f][0]) for f in processor.fields if f != "token_type_ids"))
+        stats["unk_tokens"] += int((first == processor.dictionary.unk_index).sum())
+        return EncodeResult(fields, targets, lines, [], stats)
+
+
+def init_worker(values: dict[str, Any], mode: str, stage_dir: str | None, need_tokens: bool, in_process: bool) -> None:
+    global _STATE
+    if not in_process:
+        # One process per core already: the tokenizers library must not start threads of its own.
+        os.environ["RAYON_NUM_THREADS"] = "1"
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _STATE = ChunkWorker(values, mode, stage_dir, need_tokens)
+
+
+def run_job(job: Any) -> ScanResult | EncodeResult:
+    assert _STATE is not None, "init_worker was not called in this process"
+    return _STATE.scan(job) if _STATE.mode == "scan" else _STATE.encode(job)
