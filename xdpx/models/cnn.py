@@ -16,6 +16,7 @@ from xdpx.config.options import Option
 from xdpx.models import models
 from xdpx.models.modules.base import EMBEDDING_OPTIONS, Model, num_outputs, positive, positive_ints
 from xdpx.models.modules.embedding import Embedding
+from xdpx.models.modules.encoders import SameConv1d
 from xdpx.models.modules.pooling import masked_max
 
 
@@ -38,7 +39,7 @@ class TextCNN(Model):
         self.embedding = Embedding(args.vocab_size, args.embedding_dim, args.pad_index,
                                    args.embedding_file, args.fix_embeddings)
         self.convs = nn.ModuleList(
-            nn.Conv1d(args.embedding_dim, args.num_filters, kernel, padding="same") for kernel in args.kernel_sizes
+            SameConv1d(args.embedding_dim, args.num_filters, kernel) for kernel in args.kernel_sizes
         )
         self.dropout = nn.Dropout(args.dropout)
         self.out = nn.Linear(len(args.kernel_sizes) * args.num_filters, num_outputs(args))

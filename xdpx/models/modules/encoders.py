@@ -11,6 +11,21 @@ from torch import nn
 from torch.nn import functional as F
 
 
+class SameConv1d(nn.Conv1d):
+    """A 1-D convolution whose output has the input's length, for odd and even kernel sizes alike.
+
+    The zero padding is explicit (left (k-1)//2, right k//2, as torch's padding='same'), which avoids the
+    copy and the warning torch's own 'same' mode has for even kernels.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, kernel_size: int) -> None:
+        super().__init__(in_dim, out_dim, kernel_size)
+        self.same_padding = ((kernel_size - 1) // 2, kernel_size // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(F.pad(x, self.same_padding))
+
+
 def split_width(total: int, parts: int) -> list[int]:
     """``total`` channels shared among ``parts`` convolutions (the first ones take the remainder)."""
     base, extra = divmod(total, parts)
@@ -24,7 +39,7 @@ class MultiKernelConv(nn.Module):
         super().__init__()
         widths = split_width(out_dim, len(kernel_sizes))
         self.convs = nn.ModuleList(
-            nn.Conv1d(in_dim, width, kernel, padding="same") for width, kernel in zip(widths, kernel_sizes)
+            SameConv1d(in_dim, width, kernel) for width, kernel in zip(widths, kernel_sizes)
         )
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
