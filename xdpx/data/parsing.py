@@ -57,6 +57,24 @@ class DelimitedParser(Parser):
         self.delimiter = _unescape(args.delimiter)
         self.quotechar = args.quotechar
 
+    def records(self, f: IO[bytes], path: str) -> Iterator[tuple[int, Any]]:
+        if self.quotechar is None:
+            yield from super().records(f, path)
+            return
+        # A quoted field may span lines: join lines while a quote is open (an odd count so far).
+        quote = self.quotechar.encode()
+        start, parts, open_quotes = 0, [], 0
+        for number, line in enumerate(f, 1):
+            if not parts:
+                start = number
+            parts.append(line)
+            open_quotes += line.count(quote)
+            if open_quotes % 2 == 0:
+                yield start, b"".join(parts).rstrip(b"\r\n")
+                parts, open_quotes = [], 0
+        if parts:
+            yield start, b"".join(parts).rstrip(b"\r\n")
+
     def parse(self, record: str) -> list[str]:
         if self.quotechar is None:
             return record.split(self.delimiter)

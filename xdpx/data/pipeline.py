@@ -115,7 +115,8 @@ class Prepro:
             self.write_log()
             from xdpx.scripts.show_data import format_samples
 
-            for line in format_samples(args.data_dir, splits[0][0], 3):
+            shown = next((s for s, _ in splits if s.startswith("train")), splits[0][0])
+            for line in format_samples(args.data_dir, shown, 3):
                 print(line)
         finally:
             shutil.rmtree(stage, ignore_errors=True)

@@ -51,6 +51,8 @@ def iter_chunks(files: list[str], parser: Any, loader: Any, start_line: int, rem
             for number, raw in parser.records(HashingReader(f, digest), path):
                 if number <= start_line:
                     continue
+                if number == 1 and isinstance(raw, bytes) and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]  # a UTF-8 byte order mark
                 counts["lines"] += 1
                 if labelled is None and raw:
                     columns = first_columns(parser, raw)
