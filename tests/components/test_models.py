@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -92,6 +93,13 @@ def test_pretrained_embeddings_are_loaded_in_vocab_order_with_a_zero_pad_row(tmp
     assert weight.requires_grad
 
 
+def test_embeddings_npy_written_by_prepro_is_loaded(tmp_path):
+    matrix = np.random.default_rng(0).normal(size=(50, 16)).astype(np.float32)
+    np.save(tmp_path / "embeddings.npy", matrix)
+    net = build("cls_lstm", embedding_file=str(tmp_path / "embeddings.npy"))
+    torch.testing.assert_close(net.embedding.embedding.weight[1:], torch.from_numpy(matrix[1:]))
+
+
 def test_fixed_embeddings_get_no_gradient_and_no_optimizer_slot(tmp_path):
     from xdpx.optim import optimizers
 
@@ -112,3 +120,6 @@ def test_embedding_file_that_does_not_match_the_vocab_is_an_error(tmp_path):
     write_embeddings(tmp_path / "narrow.txt", 50, 8)
     with pytest.raises(ValueError, match="expected a word and 16 numbers"):
         build("cls_cnn", embedding_file=str(tmp_path / "narrow.txt"))
+    np.save(tmp_path / "wide.npy", np.zeros((50, 32), dtype=np.float32))
+    with pytest.raises(ValueError, match="width 32; embedding_dim is 16"):
+        build("cls_cnn", embedding_file=str(tmp_path / "wide.npy"))

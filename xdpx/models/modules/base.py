@@ -43,9 +43,9 @@ EMBEDDING_OPTIONS = [
     Option("embedding_dim", int, default=300, validate=positive, validate_msg="must be positive",
            doc="width of the word embeddings (must equal the width of embedding_file when one is given)"),
     Option("embedding_file", str, default=None, path="input",
-           doc="pretrained word vectors written by x-prepro (its `pretrained_embeddings` option): a text "
-               "file, one line 'word v1 v2 ...' per entry of vocab.txt, in the same order; e.g. "
-               "${data_dir}/embeddings.txt. null: random initialization"),
+           doc="pretrained word vectors, row i for token id i: ${data_dir}/embeddings.npy (written by "
+               "x-prepro when its pretrained_embeddings is set), or a text file of 'word v1 v2 ...' lines in "
+               "the order of vocab.txt. null: random initialization"),
     Option("fix_embeddings", bool, default=False,
            doc="keep the embeddings frozen during training (useful with embedding_file and little data)"),
     Option("dropout", float, default=0.2, validate=_unit_interval, validate_msg="must be in [0, 1)",
