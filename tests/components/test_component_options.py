@@ -60,3 +60,10 @@ def test_importing_the_packages_does_not_import_torch():
     code = ("import sys, xdpx, xdpx.models, xdpx.losses, xdpx.metrics, xdpx.optim, xdpx.tasks; "
             "assert 'torch' not in sys.modules and 'numpy' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_loss_and_target_type_must_agree():
+    with pytest.raises(ConfigError, match="needs target_type: regression"):
+        make_args(loss="mse", major_metric="pearson")
+    with pytest.raises(ConfigError, match="target_type: regression needs a regression loss"):
+        make_args(loss="cross_entropy", target_type="regression")

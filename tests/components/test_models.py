@@ -16,6 +16,7 @@ SMALL = {
     "re2": {"embedding_dim": 16, "hidden_size": 8, "blocks": 3},
 }
 PAIR_MODELS = {"match_cnn", "re2"}
+REGRESSION = {"target_type": "regression", "num_classes": 1, "loss": "mse", "major_metric": "pearson"}
 
 
 def net_input(model: str, tokens: torch.Tensor, other: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
@@ -33,7 +34,7 @@ def build(model: str, **config: object) -> torch.nn.Module:
 def test_forward_returns_class_logits_or_one_score(model):
     tokens = torch.randint(1, 50, (5, 9))
     assert build(model)(**net_input(model, tokens)).shape == (5, 3)
-    assert build(model, target_type="regression")(**net_input(model, tokens)).shape == (5,)
+    assert build(model, **REGRESSION)(**net_input(model, tokens)).shape == (5,)
     assert build(model, num_classes=1)(**net_input(model, tokens)).shape == (5,)
 
 

@@ -24,6 +24,16 @@ def major_metric_rule(kinds: tuple[str, ...], listing: str) -> Rule:
                 keys=("major_metric", "loss"))
 
 
+def target_type_rule(regression: bool) -> Rule:
+    """Regression losses need real-valued targets and classification losses class ids (meta's target_type)."""
+    if regression:
+        return Rule(lambda a: a.target_type == "regression",
+                    "this loss fits real values: it needs target_type: regression (use mse there, "
+                    "and a classification loss otherwise)", keys=("loss", "target_type"))
+    return Rule(lambda a: a.target_type != "regression",
+                "target_type: regression needs a regression loss (mse)", keys=("loss", "target_type"))
+
+
 class Loss:
     """Base of the losses. Subclasses implement :meth:`compute` on logits and targets.
 

@@ -7,7 +7,7 @@ from torch.nn import functional as F
 
 from xdpx.config.options import Option
 from xdpx.losses import losses
-from xdpx.losses.base import Loss, major_metric_rule
+from xdpx.losses.base import Loss, major_metric_rule, target_type_rule
 
 CLASSIFICATION_METRICS = ("accuracy, macro_precision, macro_recall, macro_f1, micro_precision, micro_recall, "
                           "micro_f1; with 2 classes also precision, recall, f1, auc")
@@ -17,7 +17,8 @@ CLASSIFICATION_METRICS = ("accuracy, macro_precision, macro_recall, macro_f1, mi
 class CrossEntropy(Loss):
     """Softmax cross-entropy over class logits ``[B, C]`` and class ids ``[B]``."""
 
-    options = [major_metric_rule(("classification",), CLASSIFICATION_METRICS)]
+    options = [major_metric_rule(("classification",), CLASSIFICATION_METRICS),
+               target_type_rule(regression=False)]
 
     def compute(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         # float32 even under autocast: a bf16 sum over a batch loses digits.
@@ -33,6 +34,7 @@ class LabelSmoothCrossEntropy(Loss):
                validate_msg="must be in [0, 1)",
                doc="probability mass moved from the true class to all classes uniformly"),
         major_metric_rule(("classification",), CLASSIFICATION_METRICS),
+               target_type_rule(regression=False),
     ]
 
     def compute(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -44,7 +46,8 @@ class LabelSmoothCrossEntropy(Loss):
 class BinaryCrossEntropy(Loss):
     """Sigmoid cross-entropy: one logit ``[B]`` against 0/1 targets, or ``[B, C]`` one-vs-rest."""
 
-    options = [major_metric_rule(("classification",), CLASSIFICATION_METRICS)]
+    options = [major_metric_rule(("classification",), CLASSIFICATION_METRICS),
+               target_type_rule(regression=False)]
 
     def compute(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         logits = logits.float()
