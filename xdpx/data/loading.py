@@ -39,7 +39,7 @@ class Loader:
 
     def fields(self, columns: list[str], labelled: bool) -> tuple[list[str], str | None]:
         if labelled:
-            needed = max(c + 1 if c >= 0 else -c for c in [*self.text_columns, self.label_column])
+            needed = max(self.num_texts + 1, *(c + 1 if c >= 0 else -c for c in [*self.text_columns, self.label_column]))
             if len(columns) < needed:
                 raise BadLine(f"expected at least {needed} columns (texts and label), got {len(columns)}")
             texts = [columns[c].strip() for c in self.text_columns]
