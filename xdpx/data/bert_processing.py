@@ -37,12 +37,15 @@ class BertProcessor(Processor):
     def join(self, parts: list[Any]) -> dict[str, Any]:
         import numpy as np
 
-        pieces = [np.array([self.cls_index])]
-        types = [np.zeros(1, dtype=np.int64)]
-        for k, ids in enumerate(parts):
-            pieces += [ids, np.array([self.sep_index])]
-            types.append(np.full(len(ids) + 1, k, dtype=np.int64))
-        return {"input_ids": np.concatenate(pieces), "token_type_ids": np.concatenate(types)}
+        cls, sep = [self.cls_index], [self.sep_index]
+        if len(parts) == 1:  # the common case, kept to one concatenate
+            ids = np.concatenate((cls, parts[0], sep))
+            return {"input_ids": ids, "token_type_ids": np.zeros(len(ids), dtype=np.int64)}
+        a, b = parts
+        ids = np.concatenate((cls, a, sep, b, sep))
+        types = np.zeros(len(ids), dtype=np.int64)
+        types[len(a) + 2:] = 1
+        return {"input_ids": ids, "token_type_ids": types}
 
     def decode(self, sample: dict[str, Any]) -> str:
         return " ".join(self.dictionary.string(sample["input_ids"]))

@@ -9,6 +9,7 @@ running the tokenizer on the whole line (tests compare both on real data); only 
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import unicodedata
@@ -23,6 +24,7 @@ _CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0xF900, 0xFAFF), (0x20000, 0
                (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0x2F800, 0x2FA1F))
 
 
+@functools.lru_cache(maxsize=1)
 def _punctuation() -> list[str]:
     # ASCII symbols count as punctuation for BERT; elsewhere the Unicode categories P* (none above 0x30000).
     return [chr(c) for c in range(0x30000)
