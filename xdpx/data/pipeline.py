@@ -24,10 +24,10 @@ from xdpx.data.errors import BadLine
 from xdpx.data.indexed import IndexedWriter, ScalarWriter, narrowest_dtype
 from xdpx.data.meta import FACT_NAMES, FORMAT_VERSION, processing_values, read_meta, write_meta
 from xdpx.data.processing import TARGET_MAP_FILE, VOCAB_FILE
-from xdpx.data.reading import iter_chunks, new_digest, ordered_map
+from xdpx.data.reading import WorkerPool, iter_chunks, new_digest
 from xdpx.data.splits import resolve_splits
 from xdpx.data.targets import TargetMap
-from xdpx.data.worker import init_worker, run_job
+from xdpx.data.worker import encode_job, init_worker, scan_job
 
 EMBEDDINGS_FILE = "embeddings.npy"
 TOKENIZER_JSON = "tokenizer.json"
@@ -99,18 +99,8 @@ class Prepro:
         self.say(f"x-prepro: {len(splits)} split(s) from {args.data_source} -> {args.data_dir} "
                  f"(workers: {args.workers})")
         try:
-            self.prepare_vocab_and_targets(stage, splits, existing)
-            meta = dict(existing or {})
-            meta.update(processing_values(args))
-            meta["data_size"] = dict((existing or {}).get("data_size") or {})
-            meta["fingerprint"] = dict((existing or {}).get("fingerprint") or {}, options=self.options_hash())
-            first_commit = True
-            for split, files in splits:
-                size, digest = self.encode_split(stage, split, files)
-                meta["data_size"][split] = size
-                meta["fingerprint"][split] = digest
-                self.commit(stage, split, meta, first_commit)
-                first_commit = False
+            with WorkerPool(args.workers, init_worker, (self.values, stage)) as self.pool:
+                self.process(stage, splits, existing)
             self.say(f"done in {time.time() - start:.1f}s")
             self.write_log()
             from xdpx.scripts.show_data import format_samples
@@ -120,6 +110,21 @@ class Prepro:
                 print(line)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
+
+    def process(self, stage: str, splits: list[tuple[str, list[str]]], existing: dict[str, Any] | None) -> None:
+        args = self.args
+        self.prepare_vocab_and_targets(stage, splits, existing)
+        meta = dict(existing or {})
+        meta.update(processing_values(args))
+        meta["data_size"] = dict((existing or {}).get("data_size") or {})
+        meta["fingerprint"] = dict((existing or {}).get("fingerprint") or {}, options=self.options_hash())
+        first_commit = True
+        for split, files in splits:
+            size, digest = self.encode_split(stage, split, files)
+            meta["data_size"][split] = size
+            meta["fingerprint"][split] = digest
+            self.commit(stage, split, meta, first_commit)
+            first_commit = False
 
     def options_hash(self) -> str:
         text = json.dumps(processing_values(self.args), sort_keys=True, ensure_ascii=False)
@@ -177,10 +182,9 @@ class Prepro:
             count_tokens = need_vocab and (split, files) in train
             if not count_tokens and not need_map:
                 continue
-            chunks = iter_chunks(files, self.parser, self.loader, args.start_line, args.remove_duplicate,
-                                 new_digest(), Counter())
-            for result in ordered_map(run_job, chunks, args.workers, init_worker,
-                                      (self.values, "scan", None, count_tokens)):
+            chunks = ((*chunk, count_tokens) for chunk in iter_chunks(
+                files, self.parser, self.loader, args.start_line, args.remove_duplicate, new_digest(), Counter()))
+            for result in self.pool.map(scan_job, chunks):
                 token_counts.update(result.tokens)
                 label_counts.update(result.labels)
         if need_vocab:
@@ -217,7 +221,7 @@ class Prepro:
         chunks = iter_chunks(files, self.parser, self.loader, args.start_line, args.remove_duplicate, digest, stats)
         assembler = processor.assembler(args.break_mode) if processor.is_corpus else None
         count = 0
-        for result in ordered_map(run_job, chunks, args.workers, init_worker, (self.values, "encode", stage, False)):
+        for result in self.pool.map(encode_job, chunks):
             stats.update(result.stats)
             if assembler is not None:
                 flat, lengths = result.fields["line"]

@@ -72,24 +72,42 @@ def iter_chunks(files: list[str], parser: Any, loader: Any, start_line: int, rem
             yield path, bool(labelled), chunk
 
 
-def ordered_map(job_fn: Callable[[Any], Any], jobs: Iterator[Any], workers: int,
-                initializer: Callable[..., None], initargs: tuple[Any, ...]) -> Iterator[Any]:
-    """``job_fn`` over ``jobs`` in order: in this process (workers <= 1) or a pool of ``workers``
-    processes with at most 2 x workers chunks in flight, so memory stays bounded."""
-    if workers <= 1:
-        initializer(*initargs, True)
-        for job in jobs:
-            yield job_fn(job)
-        return
-    import multiprocessing
+class WorkerPool:
+    """Runs jobs in order: in this process (workers <= 1) or in ``workers`` processes started once
+    for the whole run, with at most 2 x workers chunks in flight, so memory stays bounded."""
 
-    # spawn, not fork: a forked copy of a process whose tokenizer threads already ran can deadlock.
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer, (*initargs, False)) as pool:
+    def __init__(self, workers: int, initializer: Callable[..., None], initargs: tuple[Any, ...]) -> None:
+        self.workers, self.initializer, self.initargs = workers, initializer, initargs
+        self.pool: Any = None
+
+    def __enter__(self) -> WorkerPool:
+        if self.workers <= 1:
+            self.initializer(*self.initargs, True)
+        else:
+            import multiprocessing
+
+            # spawn, not fork: a forked copy of a process whose tokenizer threads already ran can deadlock.
+            context = multiprocessing.get_context("spawn")
+            self.pool = context.Pool(self.workers, self.initializer, (*self.initargs, False))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            if exc[0] is None:
+                self.pool.close()
+            else:
+                self.pool.terminate()
+            self.pool.join()
+
+    def map(self, job_fn: Callable[[Any], Any], jobs: Iterator[Any]) -> Iterator[Any]:
+        if self.pool is None:
+            for job in jobs:
+                yield job_fn(job)
+            return
         pending: deque[Any] = deque()
         for job in jobs:
-            pending.append(pool.apply_async(job_fn, (job,)))
-            if len(pending) >= 2 * workers:
+            pending.append(self.pool.apply_async(job_fn, (job,)))
+            if len(pending) >= 2 * self.workers:
                 yield pending.popleft().get()
         while pending:
             yield pending.popleft().get()

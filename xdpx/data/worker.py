@@ -35,21 +35,36 @@ class EncodeResult:
 
 
 class ChunkWorker:
-    """Parser, loader and tokenizer (scan) or processor (encode), built from plain option values."""
+    """Parser and loader, plus the tokenizer (scan jobs) or the processor (encode jobs), built once
+    per process from plain option values; the processor reads the staged vocab.txt when first needed."""
 
-    def __init__(self, values: dict[str, Any], mode: str, stage_dir: str | None, need_tokens: bool) -> None:
+    def __init__(self, values: dict[str, Any], stage_dir: str | None) -> None:
         from xdpx.config.options import Args
-        from xdpx.data import loaders, parsers, processors, tokenizers
+        from xdpx.data import loaders, parsers
 
         args = Args(values, {}, set(), {})
-        self.args, self.mode, self.need_tokens = args, mode, need_tokens
+        self.args, self.stage_dir = args, stage_dir
         self.parser = parsers.get(args.parser)(args)
         self.loader = loaders.get(args.loader)(args)
         self.skip_bad = bool(args.skip_bad_lines)
-        if mode == "scan":
-            self.tokenizer = tokenizers.get(args.tokenizer)(args, args.get("vocab_file")) if need_tokens else None
-        else:
-            self.processor = processors.get(args.processor)(args, data_dir=stage_dir)
+        self._tokenizer: Any = None
+        self._processor: Any = None
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from xdpx.data import tokenizers
+
+            self._tokenizer = tokenizers.get(self.args.tokenizer)(self.args, self.args.get("vocab_file"))
+        return self._tokenizer
+
+    @property
+    def processor(self) -> Any:
+        if self._processor is None:
+            from xdpx.data import processors
+
+            self._processor = processors.get(self.args.processor)(self.args, data_dir=self.stage_dir)
+        return self._processor
 
     def records(self, job: tuple[str, bool, list[tuple[int, Any]]], stats: Counter[str]) -> list[tuple[int, list[str], str | None]]:
         path, labelled, raw_records = job
@@ -73,10 +88,10 @@ class ChunkWorker:
             out.append((number, texts, label))
         return out
 
-    def scan(self, job: Any) -> ScanResult:
+    def scan(self, job: Any, count_tokens: bool) -> ScanResult:
         result = ScanResult()
         records = self.records(job, Counter())
-        if self.tokenizer is not None:
+        if count_tokens:
             for tokens in self.tokenizer.tokenize_batch([t for _, texts, _ in records for t in texts if t]):
                 result.tokens.update(tokens)
         result.labels.update(label for _, _, label in records if label is not None)
@@ -126,15 +141,21 @@ class ChunkWorker:
         return EncodeResult(fields, targets, lines, [], stats)
 
 
-def init_worker(values: dict[str, Any], mode: str, stage_dir: str | None, need_tokens: bool, in_process: bool) -> None:
+def init_worker(values: dict[str, Any], stage_dir: str | None, in_process: bool) -> None:
     global _STATE
     if not in_process:
         # One process per core already: the tokenizers library must not start threads of its own.
         os.environ["RAYON_NUM_THREADS"] = "1"
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _STATE = ChunkWorker(values, mode, stage_dir, need_tokens)
+    _STATE = ChunkWorker(values, stage_dir)
 
 
-def run_job(job: Any) -> ScanResult | EncodeResult:
+def scan_job(job: Any) -> ScanResult:
+    """Count labels (and, for ``job[3]`` true, tokens) of a chunk ``(file, labelled, records, count_tokens)``."""
     assert _STATE is not None, "init_worker was not called in this process"
-    return _STATE.scan(job) if _STATE.mode == "scan" else _STATE.encode(job)
+    return _STATE.scan(job[:3], job[3])
+
+
+def encode_job(job: Any) -> EncodeResult:
+    assert _STATE is not None, "init_worker was not called in this process"
+    return _STATE.encode(job)
