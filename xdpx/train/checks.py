@@ -1,0 +1,115 @@
+"""What x-train checks before any work, with or without ``--dry`` (no torch needed).
+
+Each problem is one line naming the key and the fix; they are reported together as a ConfigError.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from typing import Any
+
+from xdpx import io
+
+STATE_FILE = "state.pt"
+
+
+def subsets(value: str | list[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def available_splits(data_dir: str) -> list[str]:
+    """Split names present in data_dir (every split has at least one ``.idx`` token field)."""
+    if not io.isdir(data_dir):
+        return []
+    return sorted({name.split(".")[0] for name in io.listdir(data_dir) if name.endswith(".idx")})
+
+
+def match_subsets(patterns: str | list[str] | None, splits: list[str]) -> tuple[list[str], list[str]]:
+    """(matched split names in pattern order without repeats, patterns that matched nothing)."""
+    matched: list[str] = []
+    unmatched: list[str] = []
+    for pattern in subsets(patterns):
+        hits = sorted(s for s in splits if fnmatch.fnmatchcase(s, pattern))
+        if not hits:
+            unmatched.append(pattern)
+        matched.extend(h for h in hits if h not in matched)
+    return matched, unmatched
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def suffixed_save_dir(save_dir: str) -> str:
+    """save_dir, or save_dir.1, save_dir.2 ... : the first that does not exist (auto_suffix)."""
+    candidate, n = save_dir, 0
+    while io.exists(candidate):
+        n += 1
+        candidate = f"{save_dir}.{n}"
+    return candidate
+
+
+def _dir_in_use(path: str) -> bool:
+    return io.isdir(path) and bool(io.listdir(path))
+
+
+def preflight(args: Any) -> tuple[list[str], list[str]]:
+    """(problems, notes) of a resolved x-train config; ``args`` is not changed."""
+    problems: list[str] = []
+    notes: list[str] = []
+    data_dir, save_dir = args.data_dir, args.save_dir
+
+    if not io.exists(io.join(data_dir, "meta.hjson")):
+        problems.append(f"{args.source('data_dir')}: key 'data_dir': {data_dir!r} holds no meta.hjson: "
+                        "run x-prepro for it first (and inherit it with __parent__: ${data_dir}/meta)")
+    splits = available_splits(data_dir)
+    train_splits, unmatched = match_subsets(args.train_subset, splits)
+    for pattern in unmatched:
+        problems.append(f"{args.source('train_subset')}: key 'train_subset': {pattern!r} matches no split "
+                        f"in {data_dir} (available: {', '.join(splits) or 'none'})")
+    if args.valid_subset is not None and args.valid_subset not in splits:
+        problems.append(f"{args.source('valid_subset')}: key 'valid_subset': no split {args.valid_subset!r} "
+                        f"in {data_dir} (available: {', '.join(splits) or 'none'}); "
+                        "set valid_subset: null to train without evaluation")
+
+    sizes = args.get("data_size") or {}
+    if train_splits and all(s in sizes for s in train_splits):
+        train_size = sum(sizes[s] for s in train_splits)
+        effective = args.batch_size * args.update_freq * world_size()
+        if train_size == 0:
+            problems.append(f"{args.source('train_subset')}: the training split(s) {train_splits} are empty")
+        elif effective > train_size and not args.lazy_load:
+            problems.append(f"{args.source('batch_size')}: key 'batch_size': batch_size x update_freq x "
+                            f"processes = {effective} is larger than the training set ({train_size} samples); "
+                            "lower batch_size or update_freq")
+        notes.append(f"training on {train_splits}: {train_size} samples, effective batch {effective}")
+
+    if _dir_in_use(save_dir) and not (args.overwrite or args.resume or args.auto_suffix):
+        problems.append(f"{args.source('save_dir')}: key 'save_dir': {save_dir!r} exists: set resume: true to "
+                        "continue it, overwrite: true to replace it, or auto_suffix: true for a new folder")
+    if args.resume and (args.overwrite or args.auto_suffix):
+        problems.append(f"{args.source('resume')}: resume continues save_dir: set overwrite and auto_suffix "
+                        "to false")
+    target = suffixed_save_dir(save_dir) if args.auto_suffix else save_dir
+    if not io.is_writable(target):
+        problems.append(f"{args.source('save_dir')}: key 'save_dir': cannot write to {target!r} "
+                        "(check permissions or credentials)")
+    if args.auto_suffix and target != save_dir:
+        notes.append(f"save_dir exists: this run will write to {target}")
+    if args.resume:
+        state = io.join(save_dir, STATE_FILE)
+        notes.append(f"resume from {state}" if io.exists(state) else
+                     f"resume: {save_dir} holds no saved state yet; the run starts from the beginning")
+
+    pretrained = args.get("pretrained_model")
+    if pretrained:
+        from xdpx.train.checkpoints import CheckpointError, resolve_checkpoint
+
+        try:
+            notes.append(f"pretrained_model: {resolve_checkpoint(pretrained)}")
+        except CheckpointError as e:
+            problems.append(f"{args.source('pretrained_model')}: key 'pretrained_model': {e}")
+    return problems, notes

@@ -1,0 +1,42 @@
+"""The x-train command: options, the checks of ``--dry``, then the loop (xdpx/train/loop.py).
+
+Nothing here imports torch at module level: ``x-train --dry`` resolves and checks without it where the
+chosen components allow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdpx.command import Command, commands
+from xdpx.config.options import Args
+
+
+@commands.register("x-train")
+class TrainCommand(Command):
+    """Train a model on x-prepro output; save_dir receives everything about the run (docs/train.md)."""
+
+    name = "x-train"
+    group = "train"
+    output_key = "save_dir"
+
+    def options(self) -> list[Any]:
+        from xdpx.data.meta import META_OPTIONS
+        from xdpx.train.options import TRAIN_OPTIONS, registry_options
+
+        return list(TRAIN_OPTIONS) + registry_options() + list(META_OPTIONS)
+
+    def run(self, args: Args, dry: bool = False) -> None:
+        from xdpx.config.errors import ConfigError
+        from xdpx.train.checks import preflight
+
+        problems, notes = preflight(args)
+        if problems:
+            raise ConfigError(problems)
+        if dry:
+            for note in notes:
+                print(f"# {note}")
+            return
+        from xdpx.train.loop import train
+
+        train(args)

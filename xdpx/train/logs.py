@@ -1,0 +1,131 @@
+"""The run's logs: log.txt (timestamped lines), train.log.tsv, valid.log.tsv, and the progress display.
+
+The tsv files are tables whose row count is part of the training state: a resumed run cuts them back
+to the rows written before its saved state and writes the later rows again, so they read as if the run
+had never stopped. Local files are appended line by line; remote ones are rewritten whole at each
+``flush`` (an object store has no append).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from xdpx import io
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "" if value is None else str(value)
+
+
+class TextLog:
+    """A text file kept line by line; ``keep(n)`` cuts it back to its first n lines."""
+
+    def __init__(self, path: str | None, enabled: bool = True) -> None:
+        self.path = path if enabled else None
+        self.lines: list[str] = []
+        self._local = self.path is not None and not io.is_remote(self.path)
+        self._dirty = False
+
+    def load(self, keep: int | None = None) -> None:
+        """Read the existing file (resume); keep its first ``keep`` lines (None: all) and rewrite it."""
+        if self.path is None:
+            return
+        if io.exists(self.path):
+            with io.open(self.path) as f:
+                self.lines = f.read().splitlines()
+        if keep is not None:
+            self.lines = self.lines[:keep]
+        self._rewrite()
+
+    def append(self, line: str) -> None:
+        self.lines.append(line)
+        if self.path is None:
+            return
+        if self._local:
+            with io.open(self.path, "a") as f:
+                f.write(line + "\n")
+        else:
+            self._dirty = True
+
+    def flush(self) -> None:
+        if self._dirty:
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        if self.path is not None:
+            with io.open(self.path, "w") as f:
+                f.write("".join(line + "\n" for line in self.lines))
+        self._dirty = False
+
+
+class TsvLog(TextLog):
+    """A table with a header row; columns are fixed by the first row written."""
+
+    def __init__(self, path: str | None, enabled: bool = True) -> None:
+        super().__init__(path, enabled)
+        self.columns: list[str] | None = None
+
+    def load(self, keep: int | None = None) -> None:
+        super().load(None if keep is None else keep + 1 if keep else 0)
+        self.columns = self.lines[0].split("\t") if self.lines else None
+
+    @property
+    def rows(self) -> int:
+        return max(0, len(self.lines) - 1)
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self.columns is None:
+            self.columns = list(row)
+            self.append("\t".join(self.columns))
+        self.append("\t".join(format_value(row.get(c)) for c in self.columns))
+
+
+class RunLog:
+    """log.txt plus the console: ``info`` writes a timestamped line to both (rank 0 only)."""
+
+    def __init__(self, path: str | None, enabled: bool = True) -> None:
+        self.file = TextLog(path, enabled)
+        self.enabled = enabled
+        self.progress: Any = None
+
+    def info(self, message: str, console: bool = True) -> None:
+        if not self.enabled:
+            return
+        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} | {message}"
+        self.file.append(line)
+        if not console:
+            return
+        if self.progress is not None and self.progress.bar is not None:
+            self.progress.write(line)
+        else:
+            print(line, flush=True)
+
+
+class Progress:
+    """A progress bar (step/total, loss, lr, samples/s, ETA) on a terminal; nothing otherwise (then the
+    log lines of each log_interval show progress)."""
+
+    def __init__(self, total: int, initial: int, enabled: bool) -> None:
+        self.bar: Any = None
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, unit="upd", dynamic_ncols=True, leave=True)
+
+    def update(self, stats: dict[str, Any] | None = None) -> None:
+        if self.bar is None:
+            return
+        self.bar.update(1)
+        if stats:
+            self.bar.set_postfix({k: format_value(v) for k, v in stats.items()}, refresh=False)
+
+    def write(self, line: str) -> None:
+        self.bar.write(line)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,491 @@
+"""The training loop of x-train. Read :meth:`Trainer.fit` top to bottom: data, forward/backward over the
+micro-batches of an update, normalisation by the update's sample count, clipping, optimizer step, logs,
+evaluation, saving and stopping, in that order. Decisions (when to evaluate, save, stop) are asked of
+the small policy objects in policies.py; the full state they and the loop keep is saved in state.pt so
+that a resumed run is bit for bit the run that never stopped (docs/train.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from xdpx import io
+from xdpx.cli import UserError
+from xdpx.train import distributed
+from xdpx.train.batching import TrainBatches, micro_batches, rank_share, updates_per_epoch
+from xdpx.train.checkpoints import (
+    checkpoint_name,
+    full_state_name,
+    load_torch,
+    load_weights,
+    resolve_checkpoint,
+    save_torch,
+    write_index,
+)
+from xdpx.train.checks import STATE_FILE, available_splits, match_subsets, suffixed_save_dir
+from xdpx.train.logs import Progress, RunLog, TsvLog
+from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
+from xdpx.train.precision import DynamicLossScaler, LossScaleError, autocast, overflowing_parameters
+from xdpx.train.state import derived_seed, rng_state, seed_everything, seed_step, set_rng_state
+
+STATE_VERSION = 1
+COPIED_DATA_FILES = ("vocab.txt", "target_map.txt", "tokenizer.json")
+
+
+def train(args: Any) -> None:
+    """Run x-train for resolved ``args`` (the command has checked them)."""
+    Trainer(args).fit()
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "out of memory" in str(error).lower())
+
+
+class Meter:
+    """Sums of training statistics between two reports (a log row, an evaluation); saved in the state."""
+
+    KEYS = ("loss", "sample_size", "nsamples", "updates", "grad_norm", "clipped", "seconds")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.sums = dict.fromkeys(self.KEYS, 0.0)
+
+    def add(self, **values: float) -> None:
+        for key, value in values.items():
+            self.sums[key] += value
+
+    def mean_loss(self) -> float | None:
+        return self.sums["loss"] / self.sums["sample_size"] if self.sums["sample_size"] else None
+
+
+class Trainer:
+    """Builds everything from ``args`` (or restores it from save_dir/state.pt), then :meth:`fit`."""
+
+    def __init__(self, args: Any) -> None:
+        from xdpx.data.dataset import open_split
+
+        # The registries as declared by the options (``from xdpx.optim import lr_schedulers`` may give
+        # the submodule of that name once it is imported).
+        def component(key: str) -> Any:
+            return args.option(key).registry.get(args.get(key))
+
+        self.args = a = args
+        self.context = ctx = distributed.setup(a.cpu)
+        self.save_dir = self._prepare_save_dir()
+        self.log = RunLog(io.join(self.save_dir, a.log_file) if a.log_file else None, ctx.is_main)
+        self.log.file.load()
+        state_path = io.join(self.save_dir, STATE_FILE)
+        state = load_torch(state_path) if a.resume and io.exists(state_path) else None
+
+        # randomness: init from seed; data order from (seed, epoch); step randomness from (seed, update)
+        self.seed = a.seed
+        if a.seed is not None:
+            seed_everything(a.seed)
+        self.data_seed = a.seed if a.seed is not None else int(np.random.SeedSequence().entropy % (1 << 62))
+
+        # components
+        self.task = component("task")(a)
+        module = self.task.build_model()
+        if state is None and a.get("pretrained_model"):
+            self._load_pretrained(module, a.pretrained_model)
+        self.module = module.to(ctx.device)
+        self.processor = component("processor")(a)
+        self.optimizer = component("optimizer").build(a, self.module)
+        self.scaler = DynamicLossScaler(a.fp16_init_scale, tolerance=a.fp16_scale_tolerance,
+                                        threshold=a.threshold_loss_scale, min_scale=a.min_loss_scale) \
+            if a.fp16 else None
+        self.autocast = autocast(ctx.device, a.fp16, a.bf16)
+        if a.fp16 and ctx.device.type == "cpu":
+            self.log.info("warning: fp16 on the CPU is slow and meant for tests; use bf16 on CPUs")
+
+        # data
+        splits, _ = match_subsets(a.train_subset, available_splits(a.data_dir))
+        self.batches = TrainBatches(lambda s: open_split(a.data_dir, s), splits, a.lazy_load, self.data_seed)
+        sizes = [len(open_split(a.data_dir, s)) for s in splits]
+        if not splits or sum(sizes) == 0:
+            raise UserError(f"the training data {a.train_subset!r} in {a.data_dir} is empty: nothing to train on")
+        self.valid_data = open_split(a.data_dir, a.valid_subset) if a.valid_subset else None
+        if self.valid_data is not None and len(self.valid_data) == 0:
+            raise UserError(f"the valid_subset {a.valid_subset!r} in {a.data_dir} is empty: "
+                            "set valid_subset: null or prepare it again")
+        self.update_size = a.batch_size * a.update_freq * ctx.world_size  # samples per update, all ranks
+        self.batch_size = a.batch_size  # per forward pass; auto_ga halves it
+        per_epoch = updates_per_epoch(sizes, self.update_size, a.lazy_load)
+        limits = [n for n in (a.max_update, a.max_epoch and a.max_epoch * per_epoch) if n]
+        self.total_updates = min(limits)
+        self.scheduler = component("lr_scheduler")(a, self.total_updates)
+
+        # policies and logs
+        self.eval_schedule = EvalSchedule(a.eval_interval, a.eval_interval_warmup, a.eval_interval_warmup_multiplier)
+        self.early_stopping = EarlyStopping(a.tolerance, a.ascending_metric)
+        self.save_policy = SavePolicy(a.save, a.save_best_only, a.save_last_only, a.save_above_score,
+                                      a.ascending_metric)
+        self.train_log = TsvLog(io.join(self.save_dir, "train.log.tsv"), ctx.is_main)
+        self.valid_log = TsvLog(io.join(self.save_dir, "valid.log.tsv"), ctx.is_main)
+        self.log_meter, self.eval_meter = Meter(), Meter()
+
+        # counters: the data position is (epoch, offset = update groups of the epoch done)
+        self.epoch, self.offset, self.num_updates, self.samples_seen = 1, 0, 0, 0
+        self.last_eval_step, self.finished = -1, False
+        self.time = {"data": 0.0, "compute": 0.0, "total": 0.0}
+
+        if state is not None:
+            self._restore(state)
+        else:
+            self.train_log.load(keep=0)
+            self.valid_log.load(keep=0)
+            self._write_run_files()
+        self.model = self.module
+        if ctx.distributed:
+            self.model = torch.nn.parallel.DistributedDataParallel(
+                self.module, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+
+    # ------------------------------------------------------------------------------------------------
+    def fit(self) -> None:
+        """Train until max_update / max_epoch, early stopping, or a train_steps pause."""
+        a, log = self.args, self.log
+        if self.finished:
+            log.info(f"{self.save_dir} is finished (update {self.num_updates}); nothing to do")
+            return self.close()
+        log.info(f"training {a.model} on {a.data_dir} ({', '.join(self.batches.splits)}) into {self.save_dir}: "
+                 f"{self.total_updates} updates of {self.update_size} samples, from update {self.num_updates}")
+        progress = Progress(self.total_updates, self.num_updates, self.context.is_main)
+        log.progress = progress
+        stop = self._stop_reason()
+        while stop is None:
+            self.processor.set_epoch(self.epoch)
+            for dataset, group in self.batches.epoch(self.epoch, self.update_size, start=self.offset):
+                started = time.perf_counter()
+                # one update: forward/backward over this rank's micro-batches, normalise, clip, step
+                stats = self._update_with_auto_ga(dataset, group)
+                self.offset += 1
+                if stats is not None:  # None: fp16 overflow, the update was skipped
+                    self.num_updates += 1
+                    self.samples_seen += stats["nsamples"]
+                    for meter in (self.log_meter, self.eval_meter):
+                        meter.add(**{k: stats[k] for k in ("loss", "sample_size", "nsamples", "grad_norm",
+                                                           "clipped")}, updates=1)
+                    progress.update({"loss": stats["loss"] / max(stats["sample_size"], 1), "lr": stats["lr"]})
+                self.log_meter.add(seconds=time.perf_counter() - started)
+
+                if stats is not None and self.num_updates % a.log_interval == 0:
+                    self._log_train_row()
+                if stats is not None and self.eval_schedule.due(self.num_updates):
+                    self._evaluate_and_save()
+                stop = self._stop_reason()
+                self.time["total"] += time.perf_counter() - started
+                if stop is not None:
+                    break
+            else:  # the epoch is complete
+                self.epoch, self.offset = self.epoch + 1, 0
+
+        progress.close()
+        log.progress = None
+        if stop == "pause":
+            log.info(f"paused at update {self.num_updates} (train_steps); continue with resume: true")
+            if self.args.save:
+                self._save_checkpoint(is_best=False)
+        elif self.last_eval_step != self.num_updates:
+            self._evaluate_and_save(final=True)
+        self.finished = stop != "pause"
+        self._save_state()
+        t = self.time
+        log.info(f"{'stopped' if stop == 'early_stop' else 'done' if self.finished else 'paused'}: "
+                 f"{self.num_updates} updates, {self.samples_seen} samples; best {a.major_metric} "
+                 f"{self.early_stopping.best_score} at update {self.early_stopping.best_step}; training time "
+                 f"{t['total']:.1f}s, of which forward/backward/step {t['compute']:.1f}s, batching {t['data']:.1f}s")
+        self.close()
+
+    def _stop_reason(self) -> str | None:
+        if self.num_updates >= self.total_updates:
+            return "done"
+        if self.early_stopping.should_stop:
+            return "early_stop"
+        if self.args.train_steps is not None and self.num_updates >= self.args.train_steps:
+            return "pause"
+        return None
+
+    # ---- one update ------------------------------------------------------------------------------------
+    def _update_with_auto_ga(self, dataset: Any, group: np.ndarray) -> dict[str, Any] | None:
+        """The update of ``group``; with auto_ga, out-of-memory halves the micro-batch and redoes it."""
+        while True:
+            try:
+                return self._update(dataset, group)
+            except Exception as error:
+                if not (self.args.auto_ga and is_out_of_memory(error) and self.batch_size > 1):
+                    raise
+                self.optimizer.zero_grad(set_to_none=True)
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                self.batch_size = (self.batch_size + 1) // 2
+                self.log.info(f"auto_ga: out of memory at update {self.num_updates + 1}: batch_size -> "
+                              f"{self.batch_size}, update_freq -> {self.update_freq} (same {self.update_size} "
+                              "samples per update); redoing the update")
+
+    @property
+    def update_freq(self) -> int:
+        return math.ceil(self.update_size / self.context.world_size / self.batch_size)
+
+    def _update(self, dataset: Any, group: np.ndarray) -> dict[str, Any] | None:
+        ctx, model = self.context, self.model
+        seed_step(self.seed, self.num_updates)
+        model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        share, stand_in = rank_share(group, ctx.rank, ctx.world_size)
+        chunks = micro_batches(share, self.batch_size)
+        loss_scale = self.scaler.scale if self.scaler else 1.0
+        loss_total = torch.zeros((), dtype=torch.float64)
+        sample_size = nsamples = 0
+        for i, indices in enumerate(chunks):
+            t0 = time.perf_counter()
+            batch = self._to_device(self.processor.collate([dataset[int(j)] for j in indices]))
+            t1 = time.perf_counter()
+            last = i == len(chunks) - 1
+            with model.no_sync() if ctx.distributed and not last else contextlib.nullcontext():
+                with self.autocast:
+                    loss, size, logs = self.task.train_step(model, batch)
+                if stand_in:  # a rank without samples in a short last group still joins the sync
+                    loss, size, logs = loss * 0.0, 0, {**logs, "loss": logs["loss"] * 0.0, "nsamples": 0}
+                (loss * loss_scale).backward()
+            loss_total += logs["loss"].detach().double().cpu()
+            sample_size += size
+            nsamples += logs["nsamples"]
+            self.time["data"] += t1 - t0
+            self.time["compute"] += time.perf_counter() - t1
+
+        t2 = time.perf_counter()
+        # normalise by the real sample count of the whole update (all micro-batches, all ranks)
+        loss_sum, sample_size, nsamples = distributed.all_reduce_sum(
+            [float(loss_total), float(sample_size), float(nsamples)], ctx)
+        params = [p for p in self.module.parameters() if p.grad is not None]
+        if sample_size > 0:
+            torch._foreach_mul_([p.grad for p in params], ctx.world_size / (sample_size * loss_scale))
+        clip = self.args.clip_norm or 0.0
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf")))
+        if not (math.isfinite(grad_norm) and math.isfinite(loss_sum)):
+            if self.scaler is None:
+                raise self._non_finite_error(loss_sum, grad_norm)
+            try:
+                self.scaler.update(overflow=True)
+            except LossScaleError as e:
+                names = ", ".join(overflowing_parameters(self.module)) or "(none: the loss itself is not finite)"
+                raise UserError(f"{e}: gradients overflow at every update (parameters with inf/NaN "
+                                f"gradients: {names}). Lower the learning rate, check the data, or use bf16. "
+                                f"{self._resume_hint()}") from None
+            self.log.info(f"fp16: gradient overflow at update {self.num_updates + 1}; loss scale -> "
+                          f"{self.scaler.scale:g}, update skipped")
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
+        if self.scaler is not None:
+            self.scaler.update(overflow=False)
+        lr = self.scheduler.step_update(self.optimizer, self.num_updates)
+        self.optimizer.step()
+        self.time["compute"] += time.perf_counter() - t2
+        return {"loss": loss_sum, "sample_size": sample_size, "nsamples": int(nsamples), "grad_norm": grad_norm,
+                "clipped": float(clip > 0 and grad_norm > clip), "lr": lr}
+
+    def _log_train_row(self) -> None:
+        m = self.log_meter.sums
+        updates = max(m["updates"], 1)
+        per_update = m["seconds"] / max(m["updates"], 1)
+        row = {"epoch": self.epoch, "step": self.num_updates, "samples": self.samples_seen,
+               "loss": self.log_meter.mean_loss(), "grad_norm": m["grad_norm"] / updates,
+               "clip_rate": m["clipped"] / updates, "lr": self.optimizer.param_groups[0]["lr"],
+               "samples_per_s": m["nsamples"] / m["seconds"] if m["seconds"] else None,
+               "loss_scale": self.scaler.scale if self.scaler else None,
+               "batch_size": self.batch_size, "update_freq": self.update_freq}
+        self.train_log.write(row)
+        eta = (self.total_updates - self.num_updates) * per_update
+        self.log.info(f"epoch {self.epoch} | update {self.num_updates}/{self.total_updates} | loss "
+                      f"{row['loss']:.4f} | lr {row['lr']:.3g} | {row['samples_per_s'] or 0:.0f} samples/s | "
+                      f"ETA {eta / 60:.1f} min", console=self.log.progress is None or self.log.progress.bar is None)
+        self.log_meter.reset()
+
+    def _to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
+        device = self.context.device
+        if device.type == "cpu":
+            return batch
+        batch = dict(batch)
+        batch["net_input"] = {k: v.to(device, non_blocking=True) for k, v in batch["net_input"].items()}
+        if batch.get("target") is not None:
+            batch["target"] = batch["target"].to(device, non_blocking=True)
+        return batch
+
+    def _non_finite_error(self, loss: float, grad_norm: float) -> UserError:
+        what = "the loss" if not math.isfinite(loss) else "the gradient norm"
+        return UserError(f"{what} is {loss if not math.isfinite(loss) else grad_norm} at update "
+                         f"{self.num_updates + 1} (epoch {self.epoch}): lower the learning rate, check the "
+                         f"data and the model, or set clip_norm. {self._resume_hint()}")
+
+    def _resume_hint(self) -> str:
+        if io.exists(io.join(self.save_dir, STATE_FILE)):
+            return (f"The run directory {self.save_dir} keeps its last saved state: after the fix, "
+                    "continue it with resume: true.")
+        return f"Nothing was saved yet in {self.save_dir}: after the fix, start again (resume: true works too)."
+
+    # ---- evaluation and saving ---------------------------------------------------------------------
+    def evaluate(self) -> dict[str, float]:
+        """Loss and metrics on valid_subset (every rank evaluates the whole split: no communication)."""
+        model, data = self.module, self.valid_data
+        model.eval()
+        loss_sum, sample_size, logits, targets = 0.0, 0, [], []
+        groups = np.argsort(np.asarray(data.sizes), kind="stable")
+        batch_size = self.args.valid_batch_size
+        for start in range(0, len(groups), batch_size):
+            batch = self.processor.collate([data[int(j)] for j in groups[start: start + batch_size]])
+            with self.autocast:
+                loss, size, logs = self.task.valid_step(model, self._to_device(batch))
+            loss_sum += float(logs["loss"])
+            sample_size += size
+            logits.append(logs["logits"].float().cpu())
+            targets.append(logs["target"].cpu())
+        metrics = {"loss": loss_sum / max(sample_size, 1)}
+        metrics.update(self.task.compute_metrics(torch.cat(logits), torch.cat(targets)))
+        model.train()
+        return metrics
+
+    def _evaluate_and_save(self, final: bool = False) -> None:
+        a, step = self.args, self.num_updates
+        metrics = self.evaluate() if self.valid_data is not None else None
+        score = metrics[a.major_metric] if metrics else None
+        is_best = self.early_stopping.update(score, step) if score is not None else False
+        if metrics is not None:
+            row = {"epoch": self.epoch, "step": step, "samples": self.samples_seen, **metrics,
+                   "train_loss": self.eval_meter.mean_loss(), f"best_{a.major_metric}": self.early_stopping.best_score,
+                   "best_step": self.early_stopping.best_step}
+            self.valid_log.write(row)
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
+            self.log.info(f"eval at update {step} (epoch {self.epoch}) on {a.valid_subset}: {shown}"
+                          f"{' (best)' if is_best else ''}")
+        self.eval_meter.reset()
+        self.last_eval_step = step
+        if self.save_policy.should_save(score, is_best, final):
+            self._save_checkpoint(is_best)
+        self._save_state()
+
+    def _save_checkpoint(self, is_best: bool) -> None:
+        step = self.num_updates
+        if self.context.is_main:
+            save_torch(self.module.state_dict(), io.join(self.save_dir, checkpoint_name(step)))
+            if self.args.save_full_checkpoint:
+                save_torch(self._state_dict(), io.join(self.save_dir, full_state_name(step)))
+        for old in self.save_policy.record(step, is_best):
+            for name in (checkpoint_name(old), full_state_name(old)):
+                path = io.join(self.save_dir, name)
+                if self.context.is_main and io.exists(path):
+                    io.remove(path)
+        if self.context.is_main:
+            best = self.save_policy.best_step
+            write_index(self.save_dir, {"best": checkpoint_name(best) if best is not None else None,
+                                        "last": checkpoint_name(step), "best_step": best,
+                                        "best_score": self.early_stopping.best_score})
+
+    # ---- state -------------------------------------------------------------------------------------
+    def _state_dict(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "model": self.module.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler else None,
+            "rng": rng_state(),
+            "counters": {"epoch": self.epoch, "offset": self.offset, "num_updates": self.num_updates,
+                         "samples_seen": self.samples_seen, "last_eval_step": self.last_eval_step,
+                         "finished": self.finished, "data_seed": self.data_seed, "update_size": self.update_size,
+                         "batch_size": self.batch_size, "splits": list(self.batches.splits),
+                         "time": dict(self.time)},
+            "early_stopping": self.early_stopping.state_dict(),
+            "save_policy": self.save_policy.state_dict(),
+            "logs": {"train_rows": self.train_log.rows, "valid_rows": self.valid_log.rows,
+                     "log_meter": dict(self.log_meter.sums), "eval_meter": dict(self.eval_meter.sums)},
+        }
+
+    def _save_state(self) -> None:
+        """Logs first, then state.pt: the state never counts rows that are not on disk."""
+        if not self.context.is_main:
+            return
+        for log in (self.train_log, self.valid_log, self.log.file):
+            log.flush()
+        save_torch(self._state_dict(), io.join(self.save_dir, STATE_FILE))
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler is not None and state["scaler"]:
+            self.scaler.load_state_dict(state["scaler"])
+        set_rng_state(state["rng"])
+        c = state["counters"]
+        self.epoch, self.offset, self.num_updates = c["epoch"], c["offset"], c["num_updates"]
+        self.samples_seen, self.last_eval_step, self.finished = c["samples_seen"], c["last_eval_step"], c["finished"]
+        self.data_seed, self.batch_size, self.time = c["data_seed"], c["batch_size"], dict(c["time"])
+        self.batches.seed, self.batches.splits = self.data_seed, list(c["splits"])
+        if c["update_size"] != self.update_size:
+            raise UserError(f"resume: this config makes updates of {self.update_size} samples, the saved run "
+                            f"{c['update_size']} (batch_size x update_freq x processes): keep them as they were")
+        self.early_stopping.load_state_dict(state["early_stopping"])
+        self.save_policy.load_state_dict(state["save_policy"])
+        logs = state["logs"]
+        self.train_log.load(keep=logs["train_rows"])
+        self.valid_log.load(keep=logs["valid_rows"])
+        self.log_meter.sums, self.eval_meter.sums = dict(logs["log_meter"]), dict(logs["eval_meter"])
+        if self.context.is_main:
+            self._write_run_files()
+        self.log.info(f"resumed from {STATE_FILE}: epoch {self.epoch}, update {self.num_updates}"
+                      + (f", batch_size {self.batch_size} (auto_ga)" if self.batch_size != self.args.batch_size else ""))
+
+    # ---- the run directory ------------------------------------------------------------------------
+    def _prepare_save_dir(self) -> str:
+        a, ctx = self.args, self.context
+        save_dir = a.save_dir
+        if ctx.is_main:
+            if a.auto_suffix:
+                save_dir = suffixed_save_dir(save_dir)
+            elif a.overwrite and io.exists(save_dir):
+                io.rmtree(save_dir)
+            io.makedirs(save_dir)
+        if ctx.distributed:  # every rank writes to the folder rank 0 chose
+            chosen = [save_dir]
+            torch.distributed.broadcast_object_list(chosen, src=0)
+            save_dir = chosen[0]
+        return save_dir
+
+    def _write_run_files(self) -> None:
+        from xdpx.config.writers import write_run_files
+        from xdpx.train.snapshot import write_snapshot
+
+        if not self.context.is_main:
+            return
+        write_run_files(self.args, self.save_dir)
+        for name in COPIED_DATA_FILES:
+            source = io.join(self.args.data_dir, name)
+            if io.exists(source):
+                io.copy(source, io.join(self.save_dir, name))
+        write_snapshot(self.save_dir, self.args.get("user_dir"))
+
+    def _load_pretrained(self, module: torch.nn.Module, path: str) -> None:
+        resolved = resolve_checkpoint(path)
+        weights = load_weights(resolved)
+        own = module.state_dict()
+        mismatched = [k for k, v in weights.items() if k in own and tuple(own[k].shape) != tuple(v.shape)]
+        if mismatched:
+            raise UserError(f"pretrained_model {resolved}: shapes differ for {', '.join(mismatched[:5])}")
+        result = module.load_state_dict(weights, strict=False)
+        self.log.info(f"loaded {resolved}" + (f"; missing keys: {result.missing_keys}" if result.missing_keys else "")
+                      + (f"; unexpected keys: {result.unexpected_keys}" if result.unexpected_keys else ""))
+
+    def close(self) -> None:
+        del self.model, self.module, self.optimizer  # DDP must be gone before the process group
+        distributed.teardown(self.context)
+
+
+__all__ = ["Trainer", "derived_seed", "train"]

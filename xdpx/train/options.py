@@ -1,0 +1,121 @@
+"""The options of x-train, declared once (docs/options/x-train is generated from this list).
+
+Names and defaults follow the seed documentation's table; a few additions users of such a loop
+expect (valid_batch_size, cpu) are marked as such in their doc.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdpx.config.options import Option, Rule, exclusive
+
+
+def _positive(value: Any) -> bool:
+    return value > 0
+
+
+FP16_OPTIONS = [
+    Option("fp16_init_scale", int, default=128, validate=_positive, validate_msg="must be > 0",
+           doc="initial loss scale of fp16 dynamic loss scaling"),
+    Option("fp16_scale_tolerance", float, default=0.0,
+           doc="fraction of updates that may overflow (since the last rescale) before the loss scale is "
+               "decreased; 0 decreases it at every overflow"),
+    Option("threshold_loss_scale", float, default=None,
+           doc="the loss scale never goes below this value when decreased (null: no floor)"),
+    Option("min_loss_scale", float, default=0.1,
+           doc="training stops, naming the parameters that overflowed, when the loss scale falls below this"),
+]
+
+
+TRAIN_OPTIONS: list[Any] = [
+    # paths
+    Option("data_dir", str, doc="the output folder of x-prepro (holds meta.hjson and the binary splits)"),
+    Option("save_dir", str, doc="the run directory: args, logs, checkpoints and the resumable state"),
+    Option("overwrite", bool, default=False, doc="whether to overwrite save_dir if it exists"),
+    Option("auto_suffix", bool, default=False,
+           doc="use save_dir.1, save_dir.2 ... when save_dir exists. Exclusive with overwrite"),
+    Option("resume", bool, default=False,
+           doc="continue the run in save_dir from its last full state (weights, optimizer, lr schedule, "
+               "RNGs, data position, counters); starts from scratch when no state was saved yet"),
+    Option("train_subset", str | list[str], default="train",
+           doc="training split name(s); Unix filename patterns (train*) match several shards"),
+    Option("lazy_load", bool, default=False,
+           doc="with several training shards: open one shard at a time, shuffle inside it, and shuffle "
+               "the shard order from the second epoch on (shards must be pre-shuffled)"),
+    # training
+    Option("seed", int, default=1, doc="seed of init, data order and per-step randomness; null disables"),
+    Option("max_epoch", int, default=None, validate=_positive, validate_msg="must be > 0",
+           doc="number of epochs; with max_update too, the smaller number of updates wins"),
+    Option("max_update", int, default=None, validate=_positive, validate_msg="must be > 0",
+           doc="number of updates (optimizer steps); sets the length of the lr schedule"),
+    Option("train_steps", int, default=None, validate=_positive, validate_msg="must be > 0",
+           doc="pause once this many updates are done (counted from the start of the run, not of this "
+               "invocation); the lr schedule still follows max_update/max_epoch; continue with resume: true"),
+    Option("batch_size", int, validate=_positive, validate_msg="must be > 0",
+           doc="samples per forward pass; the update uses batch_size x update_freq samples"),
+    Option("valid_batch_size", int, default=lambda a: a.batch_size, default_doc="batch_size",
+           validate=_positive, validate_msg="must be > 0", doc="samples per batch at evaluation (addition)"),
+    Option("update_freq", int, default=1, validate=_positive, validate_msg="must be > 0",
+           doc="gradient accumulation: forward passes per update"),
+    Option("auto_ga", bool, default=False,
+           doc="on out-of-memory, halve batch_size and double update_freq (same effective batch), redo "
+               "the update from the same data; the new split is kept on resume"),
+    Option("learning_rate", float, validate=_positive, validate_msg="must be > 0", doc="peak learning rate"),
+    Option("clip_norm", float, default=5.0, doc="gradient norm clipping; 0 or null disables clipping"),
+    Option("cpu", bool, default=False, doc="train on the CPU even when a GPU is available (addition)"),
+    Option("fp16", bool, default=False, doc="fp16 mixed precision with dynamic loss scaling (CUDA)",
+           children={True: FP16_OPTIONS}),
+    Option("bf16", bool, default=False, doc="bf16 autocast (CUDA, or CPU); no loss scaling needed"),
+    # logging and evaluation
+    Option("log_interval", int, default=10, validate=_positive, validate_msg="must be > 0",
+           doc="updates between rows of train.log.tsv"),
+    Option("log_file", str | None, default="log.txt", doc='log filename under "save_dir" (null: no log file)'),
+    Option("eval_interval", int, default=-1,
+           validate=lambda v: v == -1 or v > 0, validate_msg="must be -1 or > 0",
+           doc="updates between evaluations; -1 means just eval at the end of training"),
+    Option("eval_interval_warmup", int, default=0,
+           doc="before this update, evaluate (and maybe save) eval_interval_warmup_multiplier times less often"),
+    Option("eval_interval_warmup_multiplier", int, default=6, validate=_positive, validate_msg="must be > 0",
+           doc="see eval_interval_warmup"),
+    Option("valid_subset", str | None, default="dev", doc="the split to evaluate on (null: no evaluation)"),
+    Option("major_metric", str, doc="metric for early stopping, best checkpoint and display (or 'loss')"),
+    Option("ascending_metric", bool, default=True, doc="whether the major metric is the higher the better"),
+    Option("tolerance", int, default=None,
+           doc="early stopping: stop after this many evaluations without a new best; null: never"),
+    # saving
+    Option("save", bool, default=True, doc="save a weights checkpoint at each evaluation"),
+    Option("save_best_only", bool, default=False, doc="keep only the best checkpoint"),
+    Option("save_above_score", float, default=None,
+           doc="only save when major_metric is better than this score"),
+    Option("save_full_checkpoint", bool, default=False,
+           doc="also keep the full training state of every saved checkpoint (state-<step>.pt); the last "
+               "full state (state.pt) is always kept for resume"),
+    Option("save_last_only", bool, default=False,
+           doc="keep only the last checkpoint; with save_best_only, keep the best and the last"),
+    Option("pretrained_model", str, default=None,
+           doc="weights to start from: a checkpoint path, or <best>/<last> of an earlier run "
+               "(e.g. ${save_dir}/<best>)"),
+    exclusive("overwrite", "auto_suffix"),
+    exclusive("fp16", "bf16"),
+    Rule(lambda a: a.max_epoch is not None or a.max_update is not None,
+         "set max_epoch or max_update (or both: the smaller wins)", keys=("max_epoch", "max_update")),
+    Rule(lambda a: not (a.save_above_score is not None and a.valid_subset is None),
+         "save_above_score needs evaluations: set valid_subset", keys=("save_above_score", "valid_subset")),
+]
+
+
+def registry_options() -> list[Any]:
+    """task / model / loss / optimizer / lr_scheduler: each value switches on its component's options."""
+    from xdpx.losses import losses
+    from xdpx.models import models
+    from xdpx.optim import lr_schedulers, optimizers
+    from xdpx.tasks import tasks
+
+    return [
+        Option("task", str, default="default", registry=tasks, doc="See xdpx/tasks/"),
+        Option("model", str, registry=models, doc="See xdpx/models/"),
+        Option("loss", str, registry=losses, doc="See xdpx/losses/"),
+        Option("optimizer", str, default="adam", registry=optimizers, doc="See xdpx/optim/"),
+        Option("lr_scheduler", str, default="constant", registry=lr_schedulers, doc="See xdpx/optim/"),
+    ]

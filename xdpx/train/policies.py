@@ -1,0 +1,109 @@
+"""When to evaluate, when to stop, what to keep: small objects the loop asks, each with its state.
+
+Every stateful policy has ``state_dict`` / ``load_state_dict`` and is saved in the training state, so a
+resumed run takes the same decisions as one never interrupted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+class EvalSchedule:
+    """Evaluate every ``eval_interval`` updates (``multiplier`` times less often up to
+    ``warmup`` updates), and always at the end. ``eval_interval: -1``: only at the end. Stateless."""
+
+    def __init__(self, eval_interval: int, warmup: int = 0, multiplier: int = 6) -> None:
+        self.interval, self.warmup, self.multiplier = eval_interval, warmup, multiplier
+
+    def due(self, num_updates: int) -> bool:
+        if self.interval <= 0 or num_updates <= 0:
+            return False
+        interval = self.interval * self.multiplier if num_updates <= self.warmup else self.interval
+        return num_updates % interval == 0
+
+
+class EarlyStopping:
+    """Tracks the best score; asks to stop after ``tolerance`` evaluations without a new best."""
+
+    def __init__(self, tolerance: int | None, ascending: bool) -> None:
+        self.tolerance, self.ascending = tolerance, ascending
+        self.best_score: float | None = None
+        self.best_step: int | None = None
+        self.evals_without_improvement = 0
+
+    def is_better(self, score: float) -> bool:
+        if self.best_score is None:
+            return not math.isnan(score)
+        return score > self.best_score if self.ascending else score < self.best_score
+
+    def update(self, score: float, step: int) -> bool:
+        """Record an evaluation; True when it is a new best."""
+        if self.is_better(score):
+            self.best_score, self.best_step = score, step
+            self.evals_without_improvement = 0
+            return True
+        self.evals_without_improvement += 1
+        return False
+
+    @property
+    def should_stop(self) -> bool:
+        return self.tolerance is not None and self.evals_without_improvement >= self.tolerance
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best_score": self.best_score, "best_step": self.best_step,
+                "evals_without_improvement": self.evals_without_improvement}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.best_score, self.best_step = state["best_score"], state["best_step"]
+        self.evals_without_improvement = state["evals_without_improvement"]
+
+
+class SavePolicy:
+    """Which weights checkpoints to write after an evaluation, and which earlier ones to delete.
+
+    save: write at each evaluation; save_above_score: only when the score beats it; save_best_only:
+    keep only the best; save_last_only: keep only the latest; both: the best and the latest.
+    """
+
+    def __init__(self, save: bool, best_only: bool = False, last_only: bool = False,
+                 above_score: float | None = None, ascending: bool = True) -> None:
+        self.save, self.best_only, self.last_only = save, best_only, last_only
+        self.above_score, self.ascending = above_score, ascending
+        self.saved: list[int] = []  # steps whose checkpoint exists
+        self.best_step: int | None = None  # the best step that was saved
+
+    def should_save(self, score: float | None, is_best: bool, final: bool = False) -> bool:
+        if not self.save:
+            return False
+        if self.above_score is not None and score is not None:
+            above = score > self.above_score if self.ascending else score < self.above_score
+            if not above:
+                return False
+        if self.best_only and not self.last_only:
+            return is_best or score is None
+        return True
+
+    def record(self, step: int, is_best: bool) -> list[int]:
+        """Note a written checkpoint; return the steps whose checkpoints are no longer wanted."""
+        if step not in self.saved:
+            self.saved.append(step)
+        if is_best:
+            self.best_step = step
+        keep = set(self.saved)
+        if self.best_only or self.last_only:
+            keep = set()
+            if self.best_only and self.best_step is not None:
+                keep.add(self.best_step)
+            if self.last_only or self.best_step is None:
+                keep.add(step)
+        dropped = [s for s in self.saved if s not in keep]
+        self.saved = [s for s in self.saved if s in keep]
+        return dropped
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"saved": list(self.saved), "best_step": self.best_step}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.saved, self.best_step = list(state["saved"]), state["best_step"]

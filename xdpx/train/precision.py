@@ -1,0 +1,71 @@
+"""Mixed precision: the autocast context, and dynamic loss scaling for fp16 (fairseq's rules).
+
+bf16 has fp32's range: autocast alone, no scaling. fp16 multiplies the loss by ``scale`` before
+backward; an update whose gradients overflow is skipped and the scale lowered; after ``scale_window``
+clean updates the scale doubles. Below ``min_loss_scale`` training stops and names the parameters whose
+gradients were not finite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+
+def autocast(device: torch.device, fp16: bool, bf16: bool) -> Any:
+    if not (fp16 or bf16):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.float16 if fp16 else torch.bfloat16)
+
+
+class LossScaleError(FloatingPointError):
+    """The loss scale fell under min_loss_scale: gradients keep overflowing."""
+
+
+class DynamicLossScaler:
+    """Loss scale for fp16: lowered on overflow (once ``tolerance`` of the updates since the last
+    rescale overflowed), doubled after ``scale_window`` updates without overflow."""
+
+    def __init__(self, init_scale: float = 128.0, scale_window: int = 2000, tolerance: float = 0.0,
+                 threshold: float | None = None, min_scale: float = 0.1) -> None:
+        self.scale, self.scale_window, self.tolerance = float(init_scale), scale_window, tolerance
+        self.threshold, self.min_scale = threshold, min_scale
+        self.iteration = 0
+        self.last_overflow_iteration = -1
+        self.last_rescale_iteration = -1
+        self.overflows_since_rescale = 0
+
+    def update(self, overflow: bool) -> None:
+        """Call once per attempted update; raises LossScaleError under min_scale."""
+        iterations_since_rescale = self.iteration - self.last_rescale_iteration
+        if overflow:
+            self.last_overflow_iteration = self.iteration
+            self.overflows_since_rescale += 1
+            if self.overflows_since_rescale / float(iterations_since_rescale) >= self.tolerance:
+                self.scale /= 2.0
+                if self.threshold is not None:
+                    self.scale = max(self.scale, self.threshold)
+                self.last_rescale_iteration = self.iteration
+                self.overflows_since_rescale = 0
+        elif (self.iteration - self.last_overflow_iteration) % self.scale_window == 0:
+            self.scale *= 2.0
+            self.last_rescale_iteration = self.iteration
+        self.iteration += 1
+        if overflow and self.scale < self.min_scale:
+            raise LossScaleError(f"the fp16 loss scale fell to {self.scale:g}, under min_loss_scale "
+                                 f"{self.min_scale:g}")
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+def overflowing_parameters(model: torch.nn.Module, limit: int = 10) -> list[str]:
+    """Names of parameters whose gradient holds inf or NaN (for the min_loss_scale diagnosis)."""
+    names = [name for name, p in model.named_parameters()
+             if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
+    return names[:limit] + ([f"... and {len(names) - limit} more"] if len(names) > limit else [])
