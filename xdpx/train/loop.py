@@ -453,6 +453,9 @@ class Trainer:
             elif a.overwrite and io.exists(save_dir):
                 io.rmtree(save_dir)
             io.makedirs(save_dir)
+            for name in io.listdir(save_dir):  # temp files of writes cut short by a kill
+                if name.startswith(".") and name.endswith(".tmp"):
+                    io.remove(io.join(save_dir, name))
         if ctx.distributed:  # every rank writes to the folder rank 0 chose
             chosen = [save_dir]
             torch.distributed.broadcast_object_list(chosen, src=0)

@@ -1,0 +1,44 @@
+"""Helpers of the x-train tests (fixtures are in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from xdpx.cli import run_chain
+
+FAULTY = Path(__file__).resolve().parent / "faulty_components"
+
+# A small, fast, still real configuration: cls_cnn on 240 Chinese reviews (60 in dev).
+BASE = {
+    "model": "cls_cnn", "loss": "cross_entropy", "embedding_dim": 16, "num_filters": 8, "kernel_sizes": [2, 3],
+    "dropout": 0.1, "batch_size": 16, "learning_rate": 3e-3, "max_epoch": 3, "eval_interval": 10,
+    "major_metric": "accuracy", "log_interval": 4, "lr_scheduler": "linear_decay", "warmup_steps": 5,
+}
+
+
+def write_config(path: Path, data_dir: Path, save_dir: Path, **overrides: Any) -> Path:
+    config = {"__parent__": "${data_dir}/meta", "data_dir": str(data_dir), "save_dir": str(save_dir),
+              **BASE, **overrides}
+    config = {k: v for k, v in config.items() if v is not ...}  # `key=...` drops a BASE key
+    path.write_text(json.dumps(config, indent=1))
+    return path
+
+
+def train(path: Path) -> int:
+    return run_chain(["x-train", str(path)])
+
+
+def final_weights(save_dir: Path) -> dict[str, Any]:
+    from xdpx.train.checkpoints import load_torch
+
+    return load_torch(str(save_dir / "state.pt"))["model"]
+
+
+def assert_same_weights(a: dict[str, Any], b: dict[str, Any]) -> None:
+    import torch
+
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), f"{key} differs"
