@@ -119,6 +119,7 @@ class Trainer:
                             "set valid_subset: null or prepare it again")
         self.update_size = a.batch_size * a.update_freq * ctx.world_size  # samples per update, all ranks
         self.batch_size = a.batch_size  # per forward pass; auto_ga halves it
+        self.valid_batch_size = a.valid_batch_size
         per_epoch = updates_per_epoch(sizes, self.update_size, a.lazy_load)
         limits = [n for n in (a.max_update, a.max_epoch and a.max_epoch * per_epoch) if n]
         self.total_updates = min(limits)
@@ -334,14 +335,24 @@ class Trainer:
 
     # ---- evaluation and saving ---------------------------------------------------------------------
     def evaluate(self) -> dict[str, float]:
-        """Loss and metrics on valid_subset (every rank evaluates the whole split: no communication)."""
+        """Loss and metrics on valid_subset (every rank evaluates the whole split: no communication).
+        With auto_ga, out-of-memory halves the evaluation batch and starts the evaluation again."""
+        while True:
+            try:
+                return self._evaluate(self.valid_batch_size)
+            except Exception as error:
+                if not (self.args.auto_ga and is_out_of_memory(error) and self.valid_batch_size > 1):
+                    raise
+                self.valid_batch_size = (self.valid_batch_size + 1) // 2
+                self.log.info(f"auto_ga: out of memory in evaluation: valid_batch_size -> {self.valid_batch_size}")
+
+    def _evaluate(self, batch_size: int) -> dict[str, float]:
         model, data = self.module, self.valid_data
         model.eval()
         loss_sum, sample_size, logits, targets = 0.0, 0, [], []
-        groups = np.argsort(np.asarray(data.sizes), kind="stable")
-        batch_size = self.args.valid_batch_size
-        for start in range(0, len(groups), batch_size):
-            batch = self.processor.collate([data[int(j)] for j in groups[start: start + batch_size]])
+        order = np.argsort(np.asarray(data.sizes), kind="stable")
+        for start in range(0, len(order), batch_size):
+            batch = self.processor.collate([data[int(j)] for j in order[start: start + batch_size]])
             with self.autocast:
                 loss, size, logs = self.task.valid_step(model, self._to_device(batch))
             loss_sum += float(logs["loss"])
@@ -401,7 +412,7 @@ class Trainer:
             "counters": {"epoch": self.epoch, "offset": self.offset, "num_updates": self.num_updates,
                          "samples_seen": self.samples_seen, "last_eval_step": self.last_eval_step,
                          "finished": self.finished, "data_seed": self.data_seed, "update_size": self.update_size,
-                         "batch_size": self.batch_size, "splits": list(self.batches.splits),
+                         "batch_size": self.batch_size, "valid_batch_size": self.valid_batch_size, "splits": list(self.batches.splits),
                          "time": dict(self.time)},
             "early_stopping": self.early_stopping.state_dict(),
             "save_policy": self.save_policy.state_dict(),
@@ -428,6 +439,7 @@ class Trainer:
         self.epoch, self.offset, self.num_updates = c["epoch"], c["offset"], c["num_updates"]
         self.samples_seen, self.last_eval_step, self.finished = c["samples_seen"], c["last_eval_step"], c["finished"]
         self.data_seed, self.batch_size, self.time = c["data_seed"], c["batch_size"], dict(c["time"])
+        self.valid_batch_size = c["valid_batch_size"]
         self.batches.seed, self.batches.splits = self.data_seed, list(c["splits"])
         if c["update_size"] != self.update_size:
             raise UserError(f"resume: this config makes updates of {self.update_size} samples, the saved run "
