@@ -1,6 +1,6 @@
-"""Fixtures for xdpx.io tests: a real S3 endpoint (moto server on 127.0.0.1), isolated io state.
+"""Fixtures for xdpx.io tests: isolated io state, and one root folder per backend (local, memory://, s3://).
 
-Other test folders can build the same session fixture from ``xdpx.io.testing.start_moto_server``.
+The S3 fixtures (``s3_endpoint``, ``s3_root``) are in tests/conftest.py, shared with tests/config.
 """
 
 from __future__ import annotations
@@ -13,36 +13,17 @@ import pytest
 
 import xdpx.io as xio
 from xdpx.io import credentials, progress
-from xdpx.io.testing import fake_aws_env, start_moto_server, use_s3_endpoint
-
-BUCKET = "xdpx-io-test"
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server for the session, with fake AWS credentials and ``s3://xdpx-io-test`` created."""
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto.server")
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in fake_aws_env().items():
-            mp.setenv(name, value)
-        server, endpoint = start_moto_server()
-        try:
-            use_s3_endpoint(endpoint, BUCKET)
-            yield endpoint
-        finally:
-            server.stop()
-
-
-@pytest.fixture
-def s3_root(s3_endpoint: str) -> str:
-    """A fresh prefix in the test bucket, so tests never see each other's objects."""
-    return f"s3://{BUCKET}/{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture(autouse=True)
-def _isolated_io_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _isolated_io_state(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
     """Each test gets its own cache dir and default progress/storage settings, restored afterwards."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("root") == "s3":
+        # Start the session's S3 server before the snapshot below, or restoring it would drop the endpoint.
+        request.getfixturevalue("s3_endpoint")
     monkeypatch.setenv("XDPX_CACHE", str(tmp_path_factory.mktemp("xdpx-cache")))
     monkeypatch.delenv("XDPX_QUIET", raising=False)
     monkeypatch.delenv("XDPX_IO_CONFIG", raising=False)
@@ -57,3 +38,17 @@ def _isolated_io_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
         credentials._explicit.update(saved[1])
         credentials._file_layer = saved_file_layer
     assert progress._enabled is None
+
+
+@pytest.fixture(params=["local", "memory", "s3"])
+def root(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
+    """An empty folder on each backend: a local temp dir, a memory:// prefix, an s3:// prefix on moto."""
+    if request.param == "local":
+        yield str(tmp_path / "root")
+    elif request.param == "memory":
+        url = f"memory://xdpx-test-{uuid.uuid4().hex[:10]}"
+        yield url
+        if xio.exists(url):
+            xio.rmtree(url)
+    else:
+        yield request.getfixturevalue("s3_root")

@@ -13,7 +13,10 @@ from .progress import CHUNK_SIZE, fsspec_callback
 
 # Object stores cap a multipart upload at 10,000 parts; stay under it with room to spare.
 _MAX_PARTS = 9000
-_CONCURRENCY = 4  # parts in flight: memory stays under CHUNK_SIZE * _CONCURRENCY per transfer
+_CONCURRENCY = 4  # parts in flight: memory stays under part size * _CONCURRENCY per transfer
+# S3 rejects multipart parts under 5 MiB (EntityTooSmall; the last part excepted), so CHUNK_SIZE (4 MiB)
+# cannot be the part size.
+_MIN_PART = 8 * 2**20
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:
@@ -29,7 +32,7 @@ def transfer_kwargs(fs: Any, size: int | None) -> dict[str, Any]:
     """s3fs otherwise reads up to 100 MiB into memory for one put and downloads 50 MiB parts."""
     if "s3" not in _protocols(fs):
         return {}
-    chunk = max(CHUNK_SIZE, math.ceil((size or 0) / _MAX_PARTS))
+    chunk = max(_MIN_PART, CHUNK_SIZE, math.ceil((size or 0) / _MAX_PARTS))
     return {"chunksize": chunk, "max_concurrency": _CONCURRENCY}
 
 

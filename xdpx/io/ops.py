@@ -221,8 +221,16 @@ def is_writable(path: PathLike) -> bool:
             return False
         cur = paths.dirname(cur)
     while not is_dir(cur):
+        if is_file(cur):
+            return False  # a file where a folder would have to be
         parent = paths.dirname(cur)
-        if parent == cur or parent.endswith("://") or is_file(cur):
+        if parent.endswith("://"):
+            # Above the bucket: creating buckets is not a write we promise; memory:// has one flat root.
+            if paths.protocol_of(url) != "memory":
+                return False
+            cur = parent
+            break
+        if parent == cur:
             return False
         cur = parent
     return _probe_remote_dir(cur) if remote else _probe_local_dir(cur)

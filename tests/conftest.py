@@ -1,0 +1,39 @@
+"""Session fixtures shared by every test folder: a real S3 endpoint (moto's server on 127.0.0.1, used
+through s3fs). Tests that do not ask for ``s3_endpoint`` / ``s3_root`` never start it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from xdpx.io.testing import fake_aws_env, start_moto_server, use_s3_endpoint
+
+BUCKET = "xdpx-io-test"
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A moto S3 server for the session, with fake AWS credentials and ``s3://xdpx-io-test`` created.
+
+    ``s3://`` paths of this process point at it (``xdpx.io.set_storage_options``); a subprocess needs the
+    endpoint passed on, e.g. in an io config file named by ``XDPX_IO_CONFIG`` (see docs/io.md).
+    """
+    pytest.importorskip("s3fs", reason="s3 tests need s3fs (pip install -e '.[test]')")
+    pytest.importorskip("moto.server", reason="s3 tests need moto[server] (pip install -e '.[test]')")
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in fake_aws_env().items():
+            mp.setenv(name, value)
+        server, endpoint = start_moto_server()
+        try:
+            use_s3_endpoint(endpoint, BUCKET)
+            yield endpoint
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def s3_root(s3_endpoint: str) -> str:
+    """A fresh prefix in the test bucket, so tests never see each other's objects."""
+    return f"s3://{BUCKET}/{uuid.uuid4().hex[:10]}"
