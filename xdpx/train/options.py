@@ -44,7 +44,7 @@ TRAIN_OPTIONS: list[Any] = [
            doc="with several training shards: open one shard at a time, shuffle inside it, and shuffle "
                "the shard order from the second epoch on (shards must be pre-shuffled)"),
     # training
-    Option("seed", int, default=1, doc="seed of init, data order and per-step randomness; null disables"),
+    Option("seed", int | None, default=1, doc="seed of init, data order and per-step randomness; null disables"),
     Option("max_epoch", int, default=None, validate=_positive, validate_msg="must be > 0",
            doc="number of epochs; with max_update too, the smaller number of updates wins"),
     Option("max_update", int, default=None, validate=_positive, validate_msg="must be > 0",
@@ -62,7 +62,7 @@ TRAIN_OPTIONS: list[Any] = [
            doc="on out-of-memory, halve batch_size and double update_freq (same effective batch), redo "
                "the update from the same data; the new split is kept on resume"),
     Option("learning_rate", float, validate=_positive, validate_msg="must be > 0", doc="peak learning rate"),
-    Option("clip_norm", float, default=5.0, doc="gradient norm clipping; 0 or null disables clipping"),
+    Option("clip_norm", float | None, default=5.0, doc="gradient norm clipping; 0 or null disables clipping"),
     Option("cpu", bool, default=False, doc="train on the CPU even when a GPU is available (addition)"),
     Option("fp16", bool, default=False, doc="fp16 mixed precision with dynamic loss scaling (CUDA)",
            children={True: FP16_OPTIONS}),
@@ -84,7 +84,8 @@ TRAIN_OPTIONS: list[Any] = [
     Option("tolerance", int, default=None,
            doc="early stopping: stop after this many evaluations without a new best; null: never"),
     # saving
-    Option("save", bool, default=True, doc="save a weights checkpoint at each evaluation"),
+    Option("save", bool, default=True, doc="save a weights checkpoint (checkpoint-<step>.pt) at each evaluation; the full state for resume "
+               "(state.pt) is written at each evaluation either way"),
     Option("save_best_only", bool, default=False, doc="keep only the best checkpoint"),
     Option("save_above_score", float, default=None,
            doc="only save when major_metric is better than this score"),
