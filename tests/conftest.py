@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from xdpx.io import testing
 from xdpx.io.testing import fake_aws_env, start_moto_server, use_s3_endpoint
 
 BUCKET = "xdpx-io-test"
@@ -30,6 +31,7 @@ def s3_endpoint() -> Iterator[str]:
             use_s3_endpoint(endpoint, BUCKET)
             yield endpoint
         finally:
+            testing.current_endpoint = None
             server.stop()
 
 

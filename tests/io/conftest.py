@@ -12,18 +12,12 @@ from collections.abc import Iterator
 import pytest
 
 import xdpx.io as xio
-from xdpx.io import credentials, progress
+from xdpx.io import credentials, progress, testing
 
 
 @pytest.fixture(autouse=True)
-def _isolated_io_state(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[None]:
+def _isolated_io_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Each test gets its own cache dir and default progress/storage settings, restored afterwards."""
-    callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and callspec.params.get("root") == "s3":
-        # Start the session's S3 server before the snapshot below, or restoring it would drop the endpoint.
-        request.getfixturevalue("s3_endpoint")
     monkeypatch.setenv("XDPX_CACHE", str(tmp_path_factory.mktemp("xdpx-cache")))
     monkeypatch.delenv("XDPX_QUIET", raising=False)
     monkeypatch.delenv("XDPX_IO_CONFIG", raising=False)
@@ -37,6 +31,8 @@ def _isolated_io_state(
         credentials._explicit.clear()
         credentials._explicit.update(saved[1])
         credentials._file_layer = saved_file_layer
+    if testing.current_endpoint:  # the S3 server may have been started during this test
+        testing.use_s3_endpoint(testing.current_endpoint)
     assert progress._enabled is None
 
 

@@ -52,8 +52,25 @@ def info(path: PathLike) -> dict[str, Any]:
 def put_file(local: str, url: str, bar: Any, size: int | None = None) -> None:
     """Upload a local file in one put (multipart above a few chunks: still published atomically)."""
     fs, p = filesystem(url)
+    if "memory" in _protocols(fs):
+        _put_memory(fs, local, p, bar)
+        return
     with path_errors(url):
         fs.put_file(local, p, callback=fsspec_callback(bar), **transfer_kwargs(fs, size))
+
+
+def _put_memory(fs: Any, local: str, p: str, bar: Any) -> None:
+    # fsspec's memory put_file publishes an empty file first and fills it in place, so readers could see
+    # a partial file; one dict assignment of a complete file is atomic.
+    from fsspec.implementations.memory import MemoryFile
+
+    with open(local, "rb") as f:
+        data = f.read()
+    parent = fs._parent(p)
+    if parent and parent != p:
+        fs.mkdirs(parent, exist_ok=True)
+    fs.store[p] = MemoryFile(fs, p, data)
+    bar.update(len(data))
 
 
 def get_file(url: str, local: str, bar: Any, size: int | None = None) -> None:

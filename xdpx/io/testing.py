@@ -15,6 +15,10 @@ from typing import Any
 FAKE_KEY = "testing-key-id"
 FAKE_SECRET = "testing-secret-value"
 
+# The endpoint of the last use_s3_endpoint() call, so test fixtures that reset xdpx.io's storage options
+# can point s3:// back at the server.
+current_endpoint: str | None = None
+
 
 def start_moto_server() -> tuple[Any, str]:
     """Start ``moto.server.ThreadedMotoServer`` on 127.0.0.1 with a free port; returns (server, endpoint_url).
@@ -50,6 +54,8 @@ def use_s3_endpoint(endpoint_url: str, bucket: str | None = None) -> None:
     """
     from . import credentials, exists, makedirs
 
+    global current_endpoint
+    current_endpoint = endpoint_url
     credentials.set_storage_options(
         "s3",
         endpoint_url=endpoint_url,
