@@ -23,3 +23,16 @@ def reviews(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }))
     assert run_chain(["x-prepro", str(config)]) == 0
     return root / "data"
+
+
+@pytest.fixture(autouse=True)
+def forget_test_components():
+    """The faulty_cnn test model (user_dir) must not stay registered for later tests (e.g. the
+    generated option docs check lists every registered model)."""
+    yield
+    import sys
+
+    from xdpx.models import models
+
+    models._entries.pop("faulty_cnn", None)
+    sys.modules.pop("faulty_components", None)
