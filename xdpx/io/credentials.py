@@ -1,8 +1,9 @@
 """Storage options (endpoints, credentials) per protocol, filesystem lookup, and secret redaction.
 
-Precedence, lowest first: built-in defaults < the file named by ``XDPX_IO_CONFIG`` (read on first use,
-never at import) < :func:`configure` < :func:`set_storage_options`. Anything not given here falls back to
-each backend's own mechanism (AWS env vars and ``~/.aws``, gcloud credentials, ...).
+Precedence, lowest first: for oss only, the ``OSS_*`` environment variables (ossfs reads none but the
+endpoint) < built-in defaults < the file named by ``XDPX_IO_CONFIG`` (read on first use, never at import)
+< :func:`configure` < :func:`set_storage_options`. Anything not given here falls back to each backend's own
+mechanism (AWS env vars and ``~/.aws``, gcloud credentials, ...).
 
 Secrets are never printed: every message built here that shows options goes through :func:`redact`.
 """
@@ -39,6 +40,17 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "s3": {"use_listings_cache": False},
     "gs": {"use_listings_cache": False},
     "oss": {"use_listings_cache": False},
+}
+
+# Backends whose library reads no credentials from the environment: the variables their own tools use
+# (Alibaba Cloud's ossutil/oss2 for OSS) fill the options not given in the io config. Lowest precedence.
+_ENV_OPTIONS: dict[str, dict[str, str]] = {
+    "oss": {
+        "endpoint": "OSS_ENDPOINT",
+        "key": "OSS_ACCESS_KEY_ID",
+        "secret": "OSS_ACCESS_KEY_SECRET",
+        "token": "OSS_SESSION_TOKEN",
+    },
 }
 
 _lock = threading.RLock()
@@ -137,7 +149,9 @@ def storage_options(protocol: str) -> dict[str, Any]:
     """The merged options of a protocol (a copy). Holds secrets: never print it, print ``redact(...)``."""
     proto = _canonical(protocol)
     with _lock:
-        merged: dict[str, Any] = {}
+        merged: dict[str, Any] = {
+            opt: os.environ[var] for opt, var in _ENV_OPTIONS.get(proto, {}).items() if os.environ.get(var)
+        }
         for layer in (_DEFAULTS, _file_options(), _configured, _explicit):
             merged.update(copy.deepcopy(layer.get(proto, {})))
         return merged
@@ -209,6 +223,13 @@ def filesystem(path: PathLike) -> tuple[AbstractFileSystem, str]:
     if proto == "file":
         path = local_path(path)
     opts = storage_options(proto)
+    if proto == "oss" and not opts.get("endpoint"):
+        # ossfs would only log a warning and then fail on first use with an obscure error.
+        raise ValueError(
+            f"oss:// paths need an endpoint (path: {to_str(path)}): set OSS_ENDPOINT, or "
+            "'oss: {endpoint: https://oss-<region>.aliyuncs.com, key: ..., secret: ...}' in the io config "
+            "file named by XDPX_IO_CONFIG (see docs/io.md)"
+        )
     try:
         fs = fsspec.filesystem(scheme, **opts)
     except Exception as e:

@@ -22,11 +22,14 @@ _ERRNO = {
 
 
 def path_error(cls: type[OSError], path: str, detail: str | None = None) -> OSError:
-    """``cls(errno, message, path)``, so ``str(e)`` ends with the path and ``e.filename`` is it."""
+    """``cls(errno, message, path)``, so ``str(e)`` ends with the path and ``e.filename`` is it.
+
+    The path goes through :func:`redact` too: signed URLs carry tokens.
+    """
     code, message = _ERRNO.get(cls, (errno.EIO, "I/O error"))
     if detail:
         message = f"{message} ({redact(detail)})"
-    return cls(code, message, path)
+    return cls(code, message, redact(path))
 
 
 @contextmanager
@@ -35,7 +38,7 @@ def path_errors(path: str) -> Iterator[None]:
     try:
         yield
     except tuple(_ERRNO) as e:
-        if getattr(e, "filename", None) == path:
+        if getattr(e, "filename", None) == path and redact(path) == path:
             raise
         for cls in _ERRNO:
             if isinstance(e, cls):
