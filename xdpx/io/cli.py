@@ -8,6 +8,7 @@ paths stay strings). Lists print one item per line, bools as true/false. Errors 
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 import typing
 from collections.abc import Callable
@@ -19,6 +20,9 @@ _COMMANDS = (
     "exists", "isdir", "isfile", "listdir", "glob", "size", "last_modified", "md5", "is_writable",
     "makedirs", "remove", "rmtree", "copy", "move", "copytree", "cat",
 )  # fmt: skip
+
+# Shell-style short names.
+_ALIASES = {"ls": "listdir", "cp": "copy", "mv": "move", "rm": "remove", "mkdir": "makedirs", "cptree": "copytree"}
 
 
 def cat(path: str) -> None:
@@ -88,14 +92,24 @@ def _print(result: Any) -> None:
         print(result)
 
 
+def _plain(doc: str) -> str:
+    """Docstring markup (``code``, :func:`name`) as plain text for the terminal."""
+    return re.sub(r":\w+:`([^`]+)`", r"\1", doc).replace("``", "")
+
+
 def usage() -> str:
     lines = ["usage: x-io COMMAND ARGS...", "", "File operations on local and remote (s3://, oss://, ...) paths.", ""]
     width = max(len(n) for n in _COMMANDS)
     for name in _COMMANDS:
         fn = _function(name)
-        doc = (inspect.getdoc(fn) or "").split("\n")[0]
+        doc = _plain((inspect.getdoc(fn) or "").split("\n")[0])
         lines.append(f"  {name:<{width}}  {_usage_args(fn):<22} {doc}")
-    lines += ["", "Bool args: true/false. Run 'x-io COMMAND --help' for details. Env: XDPX_IO_CONFIG, XDPX_QUIET."]
+    aliases = ", ".join(f"{a}={n}" for a, n in _ALIASES.items())
+    lines += [
+        "",
+        f"Aliases: {aliases}.",
+        "Bool args: true/false. Run 'x-io COMMAND --help' for details. Env: XDPX_IO_CONFIG, XDPX_QUIET.",
+    ]
     return "\n".join(lines)
 
 
@@ -105,13 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())
         return 0 if argv else 2
-    name, args = argv[0], argv[1:]
+    name, args = _ALIASES.get(argv[0], argv[0]), argv[1:]
     if name not in _COMMANDS:
         print(f"x-io: error: unknown command {name!r}; run 'x-io --help' for the list", file=sys.stderr)
         return 2
     if args and args[0] in ("-h", "--help"):
         fn = _function(name)
-        print(f"usage: x-io {name} {_usage_args(fn)}\n\n{inspect.getdoc(fn) or ''}")
+        print(f"usage: x-io {name} {_usage_args(fn)}\n\n{_plain(inspect.getdoc(fn) or '')}")
         return 0
     try:
         _print(_call(name, args))
