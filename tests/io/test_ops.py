@@ -196,3 +196,15 @@ def test_paths_helpers():
     assert xio.protocol_of("s3a://b/k") == "s3" and xio.protocol_of("x/y") == "file"
     assert xio.protocol_of("file:///tmp/x") == "file" and not xio.is_remote("file:///tmp/x")
     assert xio.is_remote("memory://x")
+
+
+def test_import_loads_no_backend():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, xdpx.io, xdpx.io.cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fsspec', 's3fs', 'tqdm', 'botocore', 'ossfs')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
