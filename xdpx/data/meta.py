@@ -47,6 +47,9 @@ FACT_OPTIONS = [
     Option("mask_index", int, default=None, doc="(data fact) id of [MASK] for bert_lm"),
     Option("num_classes", int, default=None, doc="(data fact) classes in target_map.txt; 1 for regression; "
                                                  "null for unlabelled data"),
+    Option("special_targets", list[str], default=None,
+           doc="(data fact) the special_targets x-prepro put first in the target map; class 0 is then the "
+               "negative class, left out of macro and micro averages"),
     Option("data_size", dict[str, int], default=None, doc="(data fact) samples per split"),
     Option("format_version", int, default=None, doc="(data fact) version of the binary format"),
     Option("fingerprint", dict[str, str], default=None,

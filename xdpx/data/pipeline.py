@@ -116,6 +116,8 @@ class Prepro:
         self.prepare_vocab_and_targets(stage, splits, existing)
         meta = dict(existing or {})
         meta.update(processing_values(args))
+        if args.get("special_targets"):  # metrics read it: class 0 is the negative class
+            meta["special_targets"] = list(args.special_targets)
         meta["data_size"] = dict((existing or {}).get("data_size") or {})
         meta["fingerprint"] = dict((existing or {}).get("fingerprint") or {}, options=self.options_hash())
         first_commit = True

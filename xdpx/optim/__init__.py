@@ -14,4 +14,4 @@ Built-in components are imported on the first lookup, never at ``import xdpx`` t
 from xdpx.registry import Registry
 
 optimizers = Registry("optimizer", modules=("xdpx.optim.adam", "xdpx.optim.sgd", "xdpx.optim.lamb"))
-lr_schedulers = Registry("lr_scheduler", modules=("xdpx.optim.lr_schedulers",))
+lr_schedulers = Registry("lr_scheduler", modules=("xdpx.optim.schedules",))

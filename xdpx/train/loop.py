@@ -73,8 +73,7 @@ class Trainer:
     def __init__(self, args: Any) -> None:
         from xdpx.data.dataset import open_split
 
-        # The registries as declared by the options (``from xdpx.optim import lr_schedulers`` may give
-        # the submodule of that name once it is imported).
+        # The registries as declared by the options (a user_dir may add its own components to them).
         def component(key: str) -> Any:
             return args.option(key).registry.get(args.get(key))
 

@@ -108,15 +108,10 @@ TRAIN_OPTIONS: list[Any] = [
 
 def registry_options() -> list[Any]:
     """task / model / loss / optimizer / lr_scheduler: each value switches on its component's options."""
-    import xdpx.optim
     from xdpx.losses import losses
     from xdpx.models import models
-    from xdpx.registry import REGISTRIES
+    from xdpx.optim import lr_schedulers, optimizers
     from xdpx.tasks import tasks
-
-    # Not `from xdpx.optim import lr_schedulers`: once the submodule xdpx.optim.lr_schedulers is
-    # imported, that name on the package is the module, not the registry.
-    optimizers, lr_schedulers = xdpx.optim.optimizers, REGISTRIES["lr_scheduler"]
 
     return [
         Option("task", str, default="default", registry=tasks, doc="See xdpx/tasks/"),
