@@ -14,6 +14,21 @@ from xdpx.io.testing import fake_aws_env, start_moto_server, use_s3_endpoint
 BUCKET = "xdpx-io-test"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """CI's TensorFlow step sets XDPX_REQUIRE_TF=1: there the TF tests must run, not skip silently."""
+    import os
+
+    if os.environ.get("XDPX_REQUIRE_TF") != "1":
+        return
+    try:
+        import tensorflow  # noqa: F401
+    except ImportError as e:
+        raise pytest.UsageError(f"XDPX_REQUIRE_TF=1 but tensorflow does not import ({e}); "
+                                "install it with: pip install -e '.[tf]'") from e
+    if not any(item.get_closest_marker("tf") for item in items):
+        raise pytest.UsageError("XDPX_REQUIRE_TF=1 but no test marked tf was selected")
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """A moto S3 server for the session, with fake AWS credentials and ``s3://xdpx-io-test`` created.
