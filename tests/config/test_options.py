@@ -137,3 +137,14 @@ def test_starter_config_holds_only_non_defaults():
     args = resolve({"batch_size": 4, "mode": "b"}, ROOT, "train")
     assert parse_hjson(format_starter_config(args)) == {"batch_size": 4, "mode": "b"}
     assert "* batch_size" in format_dry(args)
+
+
+def test_alias_is_renamed_and_both_spellings_are_an_error():
+    root = [Option("warmup_multiplier", int, default=6, aliases=("warmup_mutiplier",))]
+    args = resolve({"warmup_mutiplier": 3}, root, "train", sources={"warmup_mutiplier": "old.hjson"})
+    assert args.warmup_multiplier == 3 and not args.is_default("warmup_multiplier")
+    assert args.source("warmup_multiplier") == "old.hjson"
+    with pytest.raises(ConfigError) as err:
+        resolve({"warmup_mutiplier": 3, "warmup_multiplier": 4}, root, "train", sources={"warmup_mutiplier": "a.hjson"})
+    assert "a.hjson: keys 'warmup_multiplier' and 'warmup_mutiplier'" in str(err.value)
+    assert "keep only 'warmup_multiplier'" in str(err.value)

@@ -42,6 +42,8 @@ class Option:
     children: ``{value: [options]}`` or ``[(predicate, [options])]``: options a value switches on.
     registry: the value names a component of that registry; its ``options`` switch on.
     path: 'input' (must exist), 'output' (must be writable) or None; checked for every path kind.
+    aliases: other accepted spellings (the seed manual's, e.g. a misspelt name old configs use);
+        giving both the name and an alias is an error.
     """
 
     name: str
@@ -56,6 +58,7 @@ class Option:
     registry: Any = None
     path: str | None = None
     default_doc: str | None = None
+    aliases: Sequence[str] = ()
 
     @property
     def is_required(self) -> bool:
@@ -236,7 +239,8 @@ def resolve(config: dict[str, Any], root: Iterable[Any], group: str, sources: di
     Every problem is collected, then raised together as one :class:`ConfigError` whose lines name
     the key, the file it came from, what is wrong and the fix.
     """
-    sources = sources or {}
+    config, sources = dict(config), dict(sources or {})  # aliases are renamed in these copies
+    alias_keys: set[str] = set()
     errors: list[str] = []
     declared: dict[str, tuple[Option, str]] = {}
     rules: list[Rule] = []
@@ -255,6 +259,17 @@ def resolve(config: dict[str, Any], root: Iterable[Any], group: str, sources: di
             if option.name in declared:
                 continue  # the first declaration wins (shared names such as `seed`)
             declared[option.name] = (option, grp)
+            for alias in option.aliases:
+                if alias not in config:
+                    continue
+                alias_keys.add(alias)
+                if option.name in config:
+                    errors.append(f"{where(alias)}: keys '{option.name}' and '{alias}' (another spelling of "
+                                  f"'{option.name}') are both set: keep only '{option.name}'")
+                else:
+                    config[option.name] = config.pop(alias)
+                    if alias in sources:
+                        sources[option.name] = sources[alias]
             if option.name in config:
                 value = config[option.name]
                 if not _type_ok(option, value):
@@ -278,7 +293,7 @@ def resolve(config: dict[str, Any], root: Iterable[Any], group: str, sources: di
                 queue.append((list(child_options), grp))
 
     for key in config:
-        if key not in declared:
+        if key not in declared and key not in alias_keys:
             errors.append(_unknown_key_message(key, declared, where(key)))
 
     for name, (option, _grp) in declared.items():

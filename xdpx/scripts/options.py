@@ -50,6 +50,8 @@ def option_table(command_name: str, choices: dict[str, Any], exclude: set[str] |
             doc += f" Choices: {', '.join(map(str, option.choices))}."
         if option.registry is not None:
             doc += f" One of: {', '.join(option.registry.names())}."
+        if option.aliases:
+            doc += f" Also accepted as: {', '.join(option.aliases)}."
         default = option.describe_default().replace("|", "\\|")
         lines.append(f"| {option.name} | {type_name(option.type)} | {default} | {doc} |")
     return "\n".join(lines).lstrip("\n") + "\n"
