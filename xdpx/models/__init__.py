@@ -13,5 +13,6 @@ models = Registry(
         "xdpx.models.lstm",
         "xdpx.models.match_cnn",
         "xdpx.models.re2",
+        "xdpx.models.bert",
     ),
 )

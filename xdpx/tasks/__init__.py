@@ -6,4 +6,4 @@ Built-in tasks are imported on the first lookup, never at ``import xdpx`` time.
 
 from xdpx.registry import Registry
 
-tasks = Registry("task", modules=("xdpx.tasks.default",))
+tasks = Registry("task", modules=("xdpx.tasks.default", "xdpx.tasks.freelb"))

@@ -95,7 +95,10 @@ class Trainer:
         self.task = component("task")(a)
         module = self.task.build_model()
         if state is None and a.get("pretrained_model"):
-            self._load_pretrained(module, a.pretrained_model)
+            if hasattr(module, "load_pretrained"):  # e.g. BERT: Hugging Face directories, TF checkpoints
+                module.load_pretrained(a.pretrained_model, self.log.info)
+            else:
+                self._load_pretrained(module, a.pretrained_model)
         self.module = module.to(ctx.device)
         self.processor = component("processor")(a)
         self.optimizer = component("optimizer").build(a, self.module)
@@ -238,6 +241,8 @@ class Trainer:
     def _update(self, dataset: Any, group: np.ndarray) -> dict[str, Any] | None:
         ctx, model = self.context, self.model
         seed_step(self.seed, self.num_updates)
+        if hasattr(self.task, "set_num_updates"):  # FreeLB's adv_begin_iter
+            self.task.set_num_updates(self.num_updates)
         model.train()
         self.optimizer.zero_grad(set_to_none=True)
         share, stand_in = rank_share(group, ctx.rank, ctx.world_size)

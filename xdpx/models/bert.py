@@ -1,0 +1,457 @@
+"""BERT (Devlin et al., 2019): our own readable implementation whose parameter names are Hugging Face's,
+so real checkpoints load key for key (state_dict keys == transformers' BertFor* models).
+
+    embeddings (word + position + token type, LayerNorm, dropout)
+    -> num_hidden_layers x [self-attention (SDPA) -> add & norm -> feed-forward -> add & norm]
+    -> pooler (tanh dense over [CLS])  -> heads
+
+Registered models (forward arguments: input_ids, token_type_ids, attention_mask, all ``[B, T]``):
+
+- ``bert_classification`` / ``bert_pair``: logits ``[B, num_classes]`` (``[B]`` for regression); keys
+  of BertForSequenceClassification.
+- ``bert_siamese``: the bert_pair processor's fields; both texts go through the same encoder as two
+  towers (split by token type), then a classifier over ``[u, v, |u - v|, u * v]``.
+- ``bert_lm``: MLM logits ``[B, T, vocab]`` (keys of BertForMaskedLM, decoder tied to the embeddings).
+- ``bert_pretrain``: MLM plus sentence-order prediction: ``(mlm_logits, sop_logits [B, 2])``; keys of
+  BertForPreTraining (``cls.seq_relationship`` is the sentence-order head).
+
+Every model is FreeLB-ready (xdpx.tasks.freelb.Perturbable): ``bottom_predict`` embeds,
+``upper_predict`` encodes the (possibly perturbed) embeddings. ``hf_config()`` gives the config.json of
+the equivalent transformers model. Pretrained loading: xdpx/models/bert_pretrained.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from xdpx.models import models
+from xdpx.models.bert_options import ARCHITECTURE_OPTIONS, HEAD_OPTIONS, PRETRAINED_OPTIONS, SIAMESE_OPTIONS
+from xdpx.models.modules.base import num_outputs
+from xdpx.tasks.freelb import Perturbable
+
+ACTIVATIONS = {
+    "gelu": F.gelu, "relu": F.relu, "silu": F.silu, "swish": F.silu, "tanh": torch.tanh,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+}
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, c: Any) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_index)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(input_ids.size(1), device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids) \
+            + self.position_embeddings(positions)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertSelfAttention(nn.Module):
+    """query / key / value as three Linear layers (HF's names), applied as one fused matmul."""
+
+    def __init__(self, c: Any) -> None:
+        super().__init__()
+        self.heads, self.head_size = c.num_attention_heads, c.hidden_size // c.num_attention_heads
+        self.query = nn.Linear(c.hidden_size, c.hidden_size)
+        self.key = nn.Linear(c.hidden_size, c.hidden_size)
+        self.value = nn.Linear(c.hidden_size, c.hidden_size)
+        self.dropout_p = c.attention_probs_dropout_prob
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        b, t, h = x.shape
+        # One [3H, H] matmul instead of three: the concatenation is cheap next to the matmul it saves.
+        weight = torch.cat((self.query.weight, self.key.weight, self.value.weight))
+        bias = torch.cat((self.query.bias, self.key.bias, self.value.bias))
+        q, k, v = F.linear(x, weight, bias).view(b, t, 3, self.heads, self.head_size).permute(2, 0, 3, 1, 4)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                             dropout_p=self.dropout_p if self.training else 0.0)
+        return out.transpose(1, 2).reshape(b, t, h)
+
+
+class BertSelfOutput(nn.Module):
+    def __init__(self, c: Any, width: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(width, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.hidden_dropout_prob)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, c: Any) -> None:
+        super().__init__()
+        self.self = BertSelfAttention(c)
+        self.output = BertSelfOutput(c, c.hidden_size)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        return self.output(self.self(x, mask), x)
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, c: Any) -> None:
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.act = ACTIVATIONS[c.hidden_act]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.dense(x))
+
+
+class BertLayer(nn.Module):
+    def __init__(self, c: Any) -> None:
+        super().__init__()
+        self.attention = BertAttention(c)
+        self.intermediate = BertIntermediate(c)
+        self.output = BertSelfOutput(c, c.intermediate_size)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        x = self.attention(x, mask)
+        return self.output(self.intermediate(x), x)
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, c: Any) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(c) for _ in range(c.num_hidden_layers))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        for layer in self.layer:
+            x = layer(x, mask)
+        return x
+
+
+class BertPooler(nn.Module):
+    def __init__(self, c: Any) -> None:
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden[:, 0]))
+
+
+class BertModel(nn.Module):
+    """The encoder (HF's BertModel): ``embeddings``, ``encoder``, and ``pooler`` when ``add_pooler``."""
+
+    def __init__(self, c: Any, add_pooler: bool = True) -> None:
+        super().__init__()
+        self.embeddings = BertEmbeddings(c)
+        self.encoder = BertEncoder(c)
+        self.pooler = BertPooler(c) if add_pooler else None
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(last hidden states ``[B, T, H]``, pooled ``[B, H]`` or None), as HF's BertModel."""
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        hidden = self.encode(self.embeddings(input_ids, token_type_ids), attention_mask)
+        return hidden, self.pooler(hidden) if self.pooler is not None else None
+
+    def encode(self, embedded: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.encoder(embedded, attention_bias(attention_mask, embedded.dtype))
+
+
+def attention_bias(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """``[B, 1, 1, T]`` boolean (True = attend) for SDPA; None when no token is padding (the fast path)."""
+    if attention_mask is None or bool(attention_mask.all()):
+        return None
+    return attention_mask.bool()[:, None, None, :]
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    if attention_mask is None:
+        return hidden.mean(1)
+    weights = attention_mask.to(hidden.dtype).unsqueeze(-1)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+
+def init_weights(module: nn.Module, std: float) -> None:
+    """BERT's initialisation: N(0, initializer_range) weights, zero biases, unit LayerNorms."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=std)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=std)
+            if m.padding_idx is not None:
+                with torch.no_grad():
+                    m.weight[m.padding_idx].zero_()
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+class BertBase(Perturbable, nn.Module):
+    """What every BERT model shares: build from args, pretrained loading, FreeLB split, hf_config."""
+
+    options: list[Any] = [*ARCHITECTURE_OPTIONS, *PRETRAINED_OPTIONS]
+    hf_architecture = "BertModel"
+    add_pooler = True
+
+    def __init__(self, args: Any) -> None:
+        super().__init__()
+        self.args = args
+        self.bert = BertModel(args, add_pooler=self.add_pooler)
+
+    @classmethod
+    def build(cls, args: Any) -> BertBase:
+        """A randomly initialised model (the trainer seeds first, then loads pretrained_model)."""
+        model = cls(args)
+        init_weights(model, args.initializer_range)
+        model.tie_weights()
+        if args.freeze_embeddings:
+            model.bert.embeddings.requires_grad_(False)
+        return model
+
+    def tie_weights(self) -> None:
+        """Models with an MLM decoder share it with the word embeddings."""
+
+    def load_pretrained(self, path: str, log: Any = print) -> None:
+        """Load ``path`` (HF directory/file, x-train checkpoint or alias, TF checkpoint with from_tf)."""
+        from xdpx.models.bert_pretrained import load_into
+
+        load_into(self, path, from_tf=bool(self.args.get("from_tf")), log=log)
+        self.tie_weights()
+
+    # ---- FreeLB split: embeddings, then everything above them --------------------------------------
+    def bottom_predict(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                       attention_mask: torch.Tensor | None = None, **rest: Any) -> dict[str, Any]:
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        return {"embeddings": self.bert.embeddings(input_ids, token_type_ids), "attention_mask": attention_mask,
+                **rest}
+
+    def upper_predict(self, embeddings: torch.Tensor, attention_mask: torch.Tensor, **rest: Any) -> Any:
+        raise NotImplementedError
+
+    # ---- learning-rate scales and export config -----------------------------------------------------
+    def lr_scales(self) -> dict[str, float]:
+        """Per-parameter lr multipliers (layer_lr_decay, head_lr_multiplier) for the optimizer's groups."""
+        a = self.args
+        layers = a.num_hidden_layers
+        scales = {}
+        for name, _ in self.named_parameters():
+            if name.startswith("bert.embeddings."):
+                scale = a.layer_lr_decay ** (layers + 1)
+            elif name.startswith("bert.encoder.layer."):
+                scale = a.layer_lr_decay ** (layers - int(name.split(".")[3]))
+            elif name.startswith("bert.pooler."):
+                scale = 1.0
+            else:
+                scale = a.head_lr_multiplier
+            scales[name] = scale
+        return scales
+
+    def hf_config(self) -> dict[str, Any]:
+        """config.json of the equivalent transformers model (architectures, sizes, labels)."""
+        a = self.args
+        config = {"architectures": [self.hf_architecture], "model_type": "bert", "vocab_size": a.vocab_size,
+                  "pad_token_id": a.pad_index, "position_embedding_type": "absolute",
+                  **{k: a.get(k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                           "intermediate_size", "hidden_act", "max_position_embeddings",
+                                           "type_vocab_size", "layer_norm_eps", "hidden_dropout_prob",
+                                           "attention_probs_dropout_prob", "initializer_range")}}
+        return config
+
+
+class BertClassifierBase(BertBase):
+    """A classifier (or one regression output) over the pooled text vector."""
+
+    options = [*BertBase.options, *HEAD_OPTIONS]
+    hf_architecture = "BertForSequenceClassification"
+
+    def __init__(self, args: Any) -> None:
+        super().__init__(args)
+        self.num_outputs = num_outputs(args)
+        p = args.classifier_dropout if args.classifier_dropout is not None else args.hidden_dropout_prob
+        self.dropout = nn.Dropout(p)
+        self.classifier = nn.Linear(self.feature_size(args), self.num_outputs)
+
+    def feature_size(self, args: Any) -> int:
+        return args.hidden_size
+
+    def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.args.pooling == "mean":
+            return mean_pool(hidden, attention_mask)
+        return self.bert.pooler(hidden)
+
+    def upper_predict(self, embeddings: torch.Tensor, attention_mask: torch.Tensor, **_: Any) -> torch.Tensor:
+        hidden = self.bert.encode(embeddings, attention_mask)
+        logits = self.classifier(self.dropout(self.pool(hidden, attention_mask)))
+        return logits.squeeze(-1) if self.num_outputs == 1 else logits
+
+    def hf_config(self) -> dict[str, Any]:
+        config = super().hf_config()
+        labels = self.labels()
+        config.update(num_labels=self.num_outputs, id2label={str(i): label for i, label in enumerate(labels)},
+                      label2id={label: i for i, label in enumerate(labels)},
+                      classifier_dropout=self.args.classifier_dropout)
+        if self.num_outputs == 1 and self.args.get("target_type") == "regression":
+            config["problem_type"] = "regression"
+        return config
+
+    def labels(self) -> list[str]:
+        """Class names from data_dir/target_map.txt (LABEL_i when it is not there)."""
+        from xdpx import io
+
+        data_dir = self.args.get("data_dir")
+        path = io.join(data_dir, "target_map.txt") if data_dir else None
+        if self.num_outputs > 1 and path and io.exists(path):
+            with io.open(path) as f:
+                names = [line.rstrip("\n") for line in f if line.strip()]
+            if len(names) == self.num_outputs:
+                return names
+        return [f"LABEL_{i}" for i in range(self.num_outputs)]
+
+
+@models.register("bert_classification")
+class BertForClassification(BertClassifierBase):
+    """BERT over one text ([CLS] text [SEP], processor bert_single): class logits or one regression score."""
+
+
+@models.register("bert_pair")
+class BertForPair(BertClassifierBase):
+    """Cross-encoder over [CLS] a [SEP] b [SEP] (processor bert_pair): matching classes, or STS regression."""
+
+
+@models.register("bert_siamese")
+class BertSiamese(BertClassifierBase):
+    """Two towers with shared weights over the bert_pair processor's fields: the input is split by token
+    type into [CLS] a [SEP] and [CLS] b [SEP], both encoded in one batch of 2B rows, pooled to u and v,
+    and classified from [u, v, |u - v|, u * v] (Reimers & Gurevych, 2019). Keys: BertForSequenceClassification's
+    with a classifier 4 x hidden_size wide."""
+
+    options = [*BertBase.options, *SIAMESE_OPTIONS]
+    hf_architecture = "BertSiamese"
+
+    def feature_size(self, args: Any) -> int:
+        return 4 * args.hidden_size
+
+    def bottom_predict(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                       attention_mask: torch.Tensor | None = None, **rest: Any) -> dict[str, Any]:
+        ids, mask = split_towers(input_ids, token_type_ids, attention_mask)
+        return super().bottom_predict(ids, torch.zeros_like(ids), mask, **rest)
+
+    def upper_predict(self, embeddings: torch.Tensor, attention_mask: torch.Tensor, **_: Any) -> torch.Tensor:
+        hidden = self.bert.encode(embeddings, attention_mask)
+        u, v = self.pool(hidden, attention_mask).chunk(2)
+        logits = self.classifier(self.dropout(torch.cat((u, v, (u - v).abs(), u * v), dim=-1)))
+        return logits.squeeze(-1) if self.num_outputs == 1 else logits
+
+
+def split_towers(input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
+                 attention_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """[CLS] a [SEP] b [SEP] rows -> ``[2B, T']`` ids ([CLS] a [SEP] rows, then [CLS] b [SEP] rows) and mask."""
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    if token_type_ids is None:
+        raise ValueError("bert_siamese needs token_type_ids (the bert_pair processor) to find the two texts")
+    real = attention_mask.bool()
+    len_a = (real & (token_type_ids == 0)).sum(1)  # [CLS] a [SEP]
+    len_b = (real & (token_type_ids == 1)).sum(1)  # b [SEP]
+    width = int(torch.maximum(len_a, len_b + 1).max())
+    steps = torch.arange(width, device=input_ids.device)
+    a = input_ids[:, :width] if input_ids.size(1) >= width else F.pad(input_ids, (0, width - input_ids.size(1)))
+    mask_a = steps[None, :] < len_a[:, None]
+    # tower b: [CLS] then the ids from position len_a on
+    source = (len_a[:, None] + steps[None, :] - 1).clamp(max=input_ids.size(1) - 1)
+    b = torch.gather(input_ids, 1, source)
+    b[:, 0] = input_ids[:, 0]
+    mask_b = steps[None, :] < (len_b + 1)[:, None]
+    ids = torch.cat((a, b)).masked_fill(~torch.cat((mask_a, mask_b)), 0)
+    return ids, torch.cat((mask_a, mask_b)).long()
+
+
+class BertLMPredictionHead(nn.Module):
+    """cls.predictions: transform (dense, act, LayerNorm), decoder tied to the word embeddings, bias."""
+
+    def __init__(self, c: Any) -> None:
+        super().__init__()
+        self.transform = nn.Module()
+        self.transform.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.transform.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.act = ACTIVATIONS[c.hidden_act]
+        self.decoder = nn.Linear(c.hidden_size, c.vocab_size)
+        self.bias = self.decoder.bias  # HF keeps both names for one tensor
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        h = self.transform.LayerNorm(self.act(self.transform.dense(hidden)))
+        return self.decoder(h)
+
+
+class BertMLMBase(BertBase):
+    """An MLM head on the encoder. ``masked_positions`` (bool ``[B, T]``) limits the vocabulary projection
+    to those positions (``[N, vocab]``): the MLM loss passes its targets' positions, which saves most of
+    the head's cost; without it the logits are ``[B, T, vocab]``."""
+
+    def __init__(self, args: Any) -> None:
+        super().__init__(args)
+        self.cls = nn.Module()
+        self.cls.predictions = BertLMPredictionHead(args)
+
+    def tie_weights(self) -> None:
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+        self.cls.predictions.bias = self.cls.predictions.decoder.bias
+
+    def mlm_logits(self, hidden: torch.Tensor, masked_positions: torch.Tensor | None) -> torch.Tensor:
+        if masked_positions is not None:
+            hidden = hidden[masked_positions]
+        return self.cls.predictions(hidden)
+
+    def hf_config(self) -> dict[str, Any]:
+        return {**super().hf_config(), "tie_word_embeddings": True}
+
+
+@models.register("bert_lm")
+class BertForMaskedLM(BertMLMBase):
+    """Masked-language model (processor bert_lm, loss mlm); keys of transformers' BertForMaskedLM."""
+
+    hf_architecture = "BertForMaskedLM"
+    add_pooler = False
+
+    def upper_predict(self, embeddings: torch.Tensor, attention_mask: torch.Tensor,
+                      masked_positions: torch.Tensor | None = None, **_: Any) -> torch.Tensor:
+        return self.mlm_logits(self.bert.encode(embeddings, attention_mask), masked_positions)
+
+
+@models.register("bert_pretrain")
+class BertForPreTraining(BertMLMBase):
+    """MLM plus sentence-order prediction (ALBERT's SOP; processor bert_pretrain, loss mlm_sop): returns
+    ``(mlm_logits, sop_logits [B, 2])``; keys of BertForPreTraining (cls.seq_relationship = SOP head)."""
+
+    hf_architecture = "BertForPreTraining"
+
+    def __init__(self, args: Any) -> None:
+        super().__init__(args)
+        self.cls.seq_relationship = nn.Linear(args.hidden_size, 2)
+
+    def upper_predict(self, embeddings: torch.Tensor, attention_mask: torch.Tensor,
+                      masked_positions: torch.Tensor | None = None, **_: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.bert.encode(embeddings, attention_mask)
+        return self.mlm_logits(hidden, masked_positions), self.cls.seq_relationship(self.bert.pooler(hidden))
+
+
+def count_flops(model: nn.Module, tokens: int, seq_len: int) -> float:
+    """Training FLOPs (forward + backward = 3 x forward) of the encoder for ``tokens`` tokens in rows of
+    ``seq_len``: 6 x parameters-in-matmuls x tokens plus attention's 12 x layers x T x H per token."""
+    bert = model.bert if hasattr(model, "bert") else model
+    layers = len(bert.encoder.layer)
+    hidden = bert.embeddings.word_embeddings.embedding_dim
+    matmul_params = sum(p.numel() for n, p in bert.encoder.named_parameters() if p.dim() == 2)
+    return 6.0 * matmul_params * tokens + 12.0 * layers * seq_len * hidden * tokens
+
+
+__all__ = ["BertModel", "attention_bias", "count_flops"]

@@ -1,0 +1,141 @@
+"""The options of the BERT models, and the architecture read from a pretrained model's config.
+
+Architecture options carry Hugging Face's config.json names. When ``pretrained_model`` names a Hugging
+Face directory (or a file beside a config.json / bert_config.json, or a checkpoint of an earlier x-train
+run), its values are the defaults: the resolved numbers land in args.py, so x-eval and the exports
+rebuild the same shapes without the pretrained files.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from xdpx.config.options import Option, Rule
+
+HF_CONFIG_FILES = ("config.json", "bert_config.json")
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
+# Option name -> default of a fresh model (bert-base sizes, as in transformers' BertConfig).
+ARCHITECTURE_DEFAULTS: dict[str, Any] = {
+    "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+    "hidden_act": "gelu", "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
+    "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02,
+}
+
+
+def _strip_alias(path: str) -> str:
+    for alias in ("<best>", "<last>"):
+        if path.rstrip("/").endswith(alias):
+            return path.rstrip("/")[: -len(alias)].rstrip("/") or "."
+    return path
+
+
+@lru_cache(maxsize=16)
+def pretrained_config(path: str | None) -> dict[str, Any]:
+    """The architecture of ``pretrained_model``: a config.json (HF), bert_config.json (Google TF), or the
+    args.py of the x-train run a checkpoint belongs to. ``{}`` when there is none (a bare weights file)."""
+    from xdpx import io
+
+    if not path:
+        return {}
+    base = _strip_alias(path)
+    folders = [base] if io.isdir(base) else [io.dirname(base)]
+    for folder in folders:
+        for name in HF_CONFIG_FILES:
+            candidate = io.join(folder, name)
+            if io.exists(candidate):
+                with io.open(candidate) as f:
+                    return dict(json.load(f))
+        args_file = io.join(folder, "args.py")
+        if io.exists(args_file):
+            from xdpx.config.writers import read_args
+
+            saved = read_args(args_file)
+            return {k: saved[k] for k in ARCHITECTURE_DEFAULTS if k in saved}
+    return {}
+
+
+def _from_pretrained(name: str) -> Any:
+    """A computed default: the pretrained model's value, else the bert-base default."""
+
+    def default(args: Any) -> Any:
+        return pretrained_config(args.get("pretrained_model")).get(name, ARCHITECTURE_DEFAULTS[name])
+
+    return default
+
+
+def _dropout_ok(p: float) -> bool:
+    return 0.0 <= p < 1.0
+
+
+def _arch(name: str, tp: Any, doc: str, **kw: Any) -> Option:
+    return Option(name, tp, default=_from_pretrained(name),
+                  default_doc=f"{ARCHITECTURE_DEFAULTS[name]!r} (or the pretrained model's config.json)",
+                  doc=doc, **kw)
+
+
+ARCHITECTURE_OPTIONS = [
+    _arch("hidden_size", int, "width of the hidden states (Hugging Face config.json name)",
+          validate=lambda n: n > 0, validate_msg="must be positive"),
+    _arch("num_hidden_layers", int, "number of transformer layers", validate=lambda n: n > 0,
+          validate_msg="must be positive"),
+    _arch("num_attention_heads", int, "attention heads per layer; must divide hidden_size",
+          validate=lambda n: n > 0, validate_msg="must be positive"),
+    _arch("intermediate_size", int, "width of the feed-forward layer", validate=lambda n: n > 0,
+          validate_msg="must be positive"),
+    _arch("hidden_act", str, f"activation of the feed-forward layer: {', '.join(ACTIVATIONS)}",
+          choices=ACTIVATIONS),
+    _arch("max_position_embeddings", int, "longest input in tokens the position embeddings cover",
+          validate=lambda n: n > 0, validate_msg="must be positive"),
+    _arch("type_vocab_size", int, "number of token types (segments A/B)", validate=lambda n: n > 0,
+          validate_msg="must be positive"),
+    _arch("layer_norm_eps", float, "epsilon of the LayerNorms"),
+    _arch("hidden_dropout_prob", float, "dropout on embeddings and every sub-layer output",
+          validate=_dropout_ok, validate_msg="must be in [0, 1)"),
+    _arch("attention_probs_dropout_prob", float, "dropout on the attention probabilities",
+          validate=_dropout_ok, validate_msg="must be in [0, 1)"),
+    _arch("initializer_range", float, "standard deviation of the initial weights (random init)"),
+    Rule(lambda a: a.hidden_size % a.num_attention_heads == 0,
+         "num_attention_heads must divide hidden_size", keys=("hidden_size", "num_attention_heads")),
+    Rule(lambda a: a.max_len <= a.max_position_embeddings if a.get("max_len") else True,
+         "max_len (from x-prepro) exceeds max_position_embeddings: prepare the data with a smaller max_len",
+         keys=("max_len", "max_position_embeddings")),
+]
+
+PRETRAINED_OPTIONS = [
+    Option("from_tf", bool, default=False,
+           doc="pretrained_model is a TensorFlow BERT checkpoint (Google's names, e.g. bert_model.ckpt): "
+               "read it with xdpx.export.tf_checkpoint (needs the tf extra: pip install xdpx[tf])"),
+    Option("freeze_embeddings", bool, default=False,
+           doc="keep the embedding layer (word, position, token type, its LayerNorm) frozen"),
+    Option("layer_lr_decay", float, default=1.0, validate=lambda v: 0 < v <= 1, validate_msg="must be in (0, 1]",
+           doc="layer-wise learning-rate decay: layer i of L gets lr x decay^(L - i), the embeddings "
+               "lr x decay^(L + 1); the heads keep the full lr. 1: no decay"),
+    Option("head_lr_multiplier", float, default=1.0, validate=lambda v: v > 0, validate_msg="must be > 0",
+           doc="the task head (classifier / MLM transform) learns at lr x this (e.g. 10 for a new head "
+               "on a pretrained encoder)"),
+    # The seed FAQ's rule: starting a BERT from random weights by accident wastes a run.
+    Rule(lambda a: a.get("pretrained_model") is not None or a.source("pretrained_model") != "(default)",
+         "BERT models start from pretrained weights: set pretrained_model to a Hugging Face BERT directory "
+         "(config.json + model.safetensors or pytorch_model.bin), a checkpoint or ${save_dir}/<best> of an "
+         "earlier run, or a TF checkpoint with from_tf: true; write pretrained_model: null to start from "
+         "random weights", keys=("pretrained_model",)),
+]
+
+HEAD_OPTIONS = [
+    Option("classifier_dropout", float, default=None,
+           validate=lambda p: p is None or _dropout_ok(p), validate_msg="must be in [0, 1)",
+           doc="dropout before the classifier (null: hidden_dropout_prob)"),
+    Option("pooling", str, default="cls", choices=("cls", "mean"),
+           doc="the text vector: cls (the pooler over [CLS], as BERT was pretrained) or mean (the mean of "
+               "the last layer over real tokens)"),
+]
+
+SIAMESE_OPTIONS = [
+    Option("pooling", str, default="mean", choices=("cls", "mean"),
+           doc="each tower's text vector: mean over real tokens (sentence-transformers' choice) or cls"),
+    Option("classifier_dropout", float, default=None,
+           validate=lambda p: p is None or _dropout_ok(p), validate_msg="must be in [0, 1)",
+           doc="dropout before the classifier (null: hidden_dropout_prob)"),
+]

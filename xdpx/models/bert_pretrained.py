@@ -1,0 +1,104 @@
+"""Loading pretrained BERT weights into our models (key for key with Hugging Face).
+
+``pretrained_model`` may be:
+- a Hugging Face directory (config.json + model.safetensors or pytorch_model.bin), local or remote;
+- one such weights file (.safetensors / .bin / .pt);
+- a checkpoint of an earlier x-train run, or its alias ``${save_dir}/<best>`` / ``<last>``;
+- with ``from_tf: true``, a TF checkpoint (prefix such as bert_model.ckpt, or its directory), read by
+  xdpx.export.tf_checkpoint.read_tf_bert_checkpoint (needs TensorFlow: pip install xdpx[tf]).
+
+Names are normalised to ours: a bare BertModel's keys get the ``bert.`` prefix, old ``gamma``/``beta``
+LayerNorm names become ``weight``/``bias``. Missing and unexpected keys are logged; shapes that differ
+and a file that shares no key with the model are errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from xdpx import io
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# Buffers some checkpoints carry that are not parameters of ours (recomputed in forward).
+IGNORED_SUFFIXES = ("embeddings.position_ids",)
+
+
+def _user_error(message: str) -> Exception:
+    from xdpx.cli import UserError
+
+    return UserError(message)
+
+
+def weights_file(path: str) -> str:
+    """The weights file behind ``path`` (a directory's model.safetensors / pytorch_model.bin, an alias)."""
+    from xdpx.train.checkpoints import CheckpointError, resolve_checkpoint
+
+    if io.isdir(path):
+        for name in WEIGHT_FILES:
+            if io.exists(io.join(path, name)):
+                return io.join(path, name)
+        raise _user_error(f"pretrained_model {path}: the directory holds none of {', '.join(WEIGHT_FILES)} "
+                          "(a Hugging Face BERT directory has config.json and one of them)")
+    try:
+        return resolve_checkpoint(path)
+    except CheckpointError as e:
+        raise _user_error(f"pretrained_model: {e}") from None
+
+
+def read_weights(path: str, from_tf: bool = False) -> dict[str, Any]:
+    """``{name: tensor}`` from any of the supported forms (safetensors or torch.load(weights_only=True))."""
+    import torch
+
+    if from_tf:
+        try:
+            from xdpx.export.tf_checkpoint import read_tf_bert_checkpoint
+        except ImportError as e:
+            raise _user_error(f"from_tf: reading a TF checkpoint needs TensorFlow and xdpx.export "
+                              f"(pip install xdpx[tf]): {e}") from None
+        return {k: torch.from_numpy(v.copy()) for k, v in read_tf_bert_checkpoint(path).items()}
+    file = weights_file(path)
+    if file.endswith(".safetensors"):
+        from safetensors.torch import load as load_safetensors
+
+        with io.open(file, "rb") as f:
+            return dict(load_safetensors(f.read()))
+    from xdpx.train.checkpoints import load_weights
+
+    return dict(load_weights(file))
+
+
+def normalise_keys(weights: dict[str, Any], own_keys: set[str]) -> dict[str, Any]:
+    """HF name variants to ours: prefix ``bert.`` for a bare encoder, gamma/beta -> weight/bias."""
+    out = {}
+    for key, value in weights.items():
+        if key.endswith(IGNORED_SUFFIXES):
+            continue
+        key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        if key not in own_keys and f"bert.{key}" in own_keys:
+            key = f"bert.{key}"
+        out[key] = value
+    return out
+
+
+def load_into(model: Any, path: str, from_tf: bool = False, log: Callable[[str], Any] = print) -> dict[str, list[str]]:
+    """Load ``path`` into ``model`` (strict=False); log and return the missing and unexpected keys."""
+    own = model.state_dict()
+    weights = normalise_keys(read_weights(path, from_tf), set(own))
+    mismatched = [f"{k} {tuple(v.shape)} vs ours {tuple(own[k].shape)}" for k, v in weights.items()
+                  if k in own and tuple(own[k].shape) != tuple(v.shape)]
+    if mismatched:
+        raise _user_error(f"pretrained_model {path}: shapes differ: {'; '.join(mismatched[:5])}. The "
+                          "architecture options (hidden_size, num_hidden_layers, vocab_size from the data...) "
+                          "must match the pretrained model; remove the ones you set, or use its vocab.txt")
+    if not any(k in own for k in weights):
+        raise _user_error(f"pretrained_model {path}: no parameter name matches this model (first names "
+                          f"in the file: {list(weights)[:3]}): is it a BERT checkpoint?")
+    result = model.load_state_dict(weights, strict=False)
+    # a tied decoder shares the word embeddings: it is never missing when they were loaded
+    missing = [k for k in result.missing_keys
+               if not (k == "cls.predictions.decoder.weight" and "bert.embeddings.word_embeddings.weight" in weights)]
+    log(f"loaded pretrained_model {path}: {len(weights) - len(result.unexpected_keys)} tensors"
+        + (f"; missing keys (left at their initial values): {missing}" if missing else "; no missing keys")
+        + (f"; unexpected keys (ignored): {result.unexpected_keys}" if result.unexpected_keys else ""))
+    return {"missing": missing, "unexpected": list(result.unexpected_keys)}
