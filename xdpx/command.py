@@ -14,7 +14,8 @@ from xdpx.config.options import Args, Option
 from xdpx.registry import Registry
 
 # Command modules keep their top-level imports light (no torch): `x-train --dry` stays fast.
-commands = Registry("command", modules=("xdpx.data.prepro", "xdpx.train.command",))
+commands = Registry("command", modules=("xdpx.data.prepro", "xdpx.train.command", "xdpx.inference.evaluate",
+                                          "xdpx.inference.predict",))
 scripts = Registry("script", modules=("xdpx.scripts.options", "xdpx.scripts.options_docs", "xdpx.scripts.show_data"))
 
 COMMON_OPTIONS = [

@@ -351,21 +351,12 @@ class Trainer:
                 self.log.info(f"auto_ga: out of memory in evaluation: valid_batch_size -> {self.valid_batch_size}")
 
     def _evaluate(self, batch_size: int) -> dict[str, float]:
-        model, data = self.module, self.valid_data
-        model.eval()
-        loss_sum, sample_size, logits, targets = 0.0, 0, [], []
-        order = np.argsort(np.asarray(data.sizes), kind="stable")
-        for start in range(0, len(order), batch_size):
-            batch = self.processor.collate([data[int(j)] for j in order[start: start + batch_size]])
-            with self.autocast:
-                loss, size, logs = self.task.valid_step(model, self._to_device(batch))
-            loss_sum += float(logs["loss"])
-            sample_size += size
-            logits.append(logs["logits"].float().cpu())
-            targets.append(logs["target"].cpu())
-        metrics = {"loss": loss_sum / max(sample_size, 1)}
-        metrics.update(self.task.compute_metrics(torch.cat(logits), torch.cat(targets)))
-        model.train()
+        # The one evaluation function, shared with x-eval: both give the same numbers for a checkpoint.
+        from xdpx.inference.scoring import evaluate
+
+        metrics = evaluate(self.task, self.module, self.processor, self.valid_data, batch_size, self.autocast,
+                           self._to_device)
+        self.module.train()
         return metrics
 
     def _evaluate_and_save(self, final: bool = False) -> None:

@@ -1,0 +1,148 @@
+"""Raw records -> samples with the run's own parser, loader, tokenizer, vocabulary and processor.
+
+The processor is the one x-prepro used (``numerize_batch``, on which ``processor.encode`` is built), so a
+text is tokenized for prediction exactly as it was for training. Chunks can be encoded in ``workers``
+processes (xdpx.data.reading.WorkerPool: in order, bounded memory); a malformed record stops the run
+with ``file:line`` unless ``skip_bad_lines``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from xdpx.data.errors import BadLine
+
+_ENCODER: RecordEncoder | None = None  # this process's encoder (set by init_encoder)
+
+
+@dataclass
+class Encoded:
+    """The samples of one chunk with their record numbers and the records' columns."""
+
+    samples: list[dict[str, Any]]
+    numbers: list[int]
+    columns: list[list[str]]
+    labelled: bool
+    stats: Counter[str] = field(default_factory=Counter)
+
+
+class RecordEncoder:
+    """Parser, loader and processor of a run, built from plain option values (picklable for workers)."""
+
+    def __init__(self, values: dict[str, Any], data_dir: str, skip_bad_lines: bool) -> None:
+        from xdpx.config.options import Args
+        from xdpx.data import loaders, parsers, processors
+
+        args = Args(values, {}, set(), {})
+        self.parser = parsers.get(args.parser)(args)
+        self.loader = loaders.get(args.loader)(args)
+        self.processor = processors.get(args.processor)(args, data_dir=data_dir)
+        self.skip_bad = skip_bad_lines
+
+    def encode(self, chunk: tuple[str, bool, list[tuple[int, Any]]]) -> Encoded:
+        where, labelled, records = chunk
+        stats: Counter[str] = Counter()
+        rows = []
+        for number, raw in records:
+            try:
+                if isinstance(raw, bytes):
+                    try:
+                        raw = raw.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        raise BadLine(f"bytes that are not UTF-8 at position {e.start}") from None
+                columns = raw if isinstance(raw, list) else self.parser.parse(raw)
+                texts, label = self.loader.fields(columns, labelled)
+            except BadLine as e:
+                self._bad(e.located(f"{where}:{number}", raw if isinstance(raw, (str, bytes)) else "\t".join(raw)),
+                          stats)
+                continue
+            rows.append((number, columns, texts, label))
+        built = self.processor.numerize_batch([texts for _, _, texts, _ in rows])
+        out = Encoded([], [], [], labelled, stats)
+        for (number, columns, texts, label), sample in zip(rows, built):
+            if sample is None:
+                self._bad(BadLine(f"a text shorter than min_len {self.processor.min_len} tokens",
+                                  f"{where}:{number}", " | ".join(texts)), stats)
+                continue
+            fields, truncated = sample
+            fields["id"] = number
+            if label is not None:
+                try:
+                    fields["target"] = self.processor.target_of(label)
+                except BadLine as e:
+                    self._bad(e.located(f"{where}:{number}", label), stats)
+                    continue
+            stats["truncated"] += int(truncated)
+            out.samples.append(fields)
+            out.numbers.append(number)
+            out.columns.append(columns)
+        return out
+
+    def _bad(self, error: BadLine, stats: Counter[str]) -> None:
+        if not self.skip_bad:
+            raise error
+        stats["bad_lines"] += 1
+        if stats["bad_lines"] <= 3:
+            stats[f"example: {error}"] += 1
+
+
+def init_encoder(values: dict[str, Any], data_dir: str, skip_bad_lines: bool, in_process: bool) -> None:
+    global _ENCODER
+    if not in_process:  # one process per core already
+        import os
+
+        os.environ["RAYON_NUM_THREADS"] = "1"
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _ENCODER = RecordEncoder(values, data_dir, skip_bad_lines)
+
+
+def encode_chunk(chunk: tuple[str, bool, list[tuple[int, Any]]]) -> Encoded:
+    assert _ENCODER is not None, "init_encoder was not called in this process"
+    return _ENCODER.encode(chunk)
+
+
+def encode_source(source: Any, run_args: Any, data_dir: str, workers: int | None, skip_bad_lines: bool,
+                  limit: int | None = None) -> Iterator[Encoded]:
+    """The encoded chunks of a raw source, in order; at most ``limit`` samples in all."""
+    from xdpx.cli import UserError
+    from xdpx.data import loaders, parsers, processors
+    from xdpx.data.reading import WorkerPool
+
+    if processors.get(run_args.processor).is_corpus:
+        raise UserError(f"processor {run_args.processor!r} builds samples from a running corpus: evaluate a "
+                        "split of data_dir instead of a raw file")
+    values = run_args.as_dict()
+    parser, loader = parsers.get(run_args.parser)(run_args), loaders.get(run_args.loader)(run_args)
+    done = 0
+    with WorkerPool(workers or 1, init_encoder, (values, data_dir, skip_bad_lines)) as pool:
+        try:
+            for encoded in pool.map(encode_chunk, source.chunks(parser, loader)):
+                if limit is not None and done + len(encoded.samples) >= limit:
+                    keep = limit - done
+                    encoded.samples, encoded.numbers = encoded.samples[:keep], encoded.numbers[:keep]
+                    encoded.columns = encoded.columns[:keep]
+                    yield encoded
+                    return
+                done += len(encoded.samples)
+                yield encoded
+        except BadLine as e:
+            raise UserError(f"{e}\n(set skip_bad_lines: true to skip such lines)") from None
+
+
+class SampleList:
+    """Encoded samples as a dataset: ``len``, ``[i]``, ``sizes`` (what evaluation and batching need)."""
+
+    def __init__(self, samples: list[dict[str, Any]], fields: tuple[str, ...]) -> None:
+        self.samples = samples
+        self.sizes = np.array([sum(len(s[f]) for f in fields) for s in samples], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.samples[i]

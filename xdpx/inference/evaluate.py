@@ -1,0 +1,141 @@
+"""x-eval: loss and every metric of a checkpoint on splits, raw files or tables (docs/inference.md).
+
+    x-eval eval.hjson          # {save_dir: runs/a, valid_subset: dev}
+    x-eval eval.hjson --dry    # check the run, extra_config and every subset; load nothing
+
+The numbers come from the evaluation function x-train uses for valid.log.tsv
+(xdpx.inference.scoring.evaluate): the best checkpoint on the run's valid_subset gives exactly the
+best row of valid.log.tsv.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdpx import io
+from xdpx.cli import UserError
+from xdpx.command import Command, commands
+from xdpx.config.errors import ConfigError
+from xdpx.config.options import Args, Option
+from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS
+
+EVAL_OPTIONS: list[Any] = [
+    Option("valid_subset", str | list[str],
+           doc="what to evaluate: split names of the run's data_dir (dev, train...), raw files in the training "
+               "format, Parquet files or SQL tables (sqlite:///x.db?table=t, postgresql://...?table=t); "
+               "one or a list"),
+    Option("save_to_file", str, default=None,
+           doc="also write the results to this .tsv (one row per subset: checkpoint, subset, samples, loss, "
+               "metrics)"),
+    Option("save_mode", str, default="a", choices=["a", "w"],
+           doc="'a': add rows to save_to_file (its columns must match); 'w': replace it"),
+    Option("max_eval_steps", int, default=None, validate=lambda n: n > 0, validate_msg="must be > 0",
+           doc="evaluate at most this many batches of each subset (of the length-sorted order); null: all"),
+]
+
+
+def subset_names(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def locate(name: str, data_dir: str, key: str, where: str) -> Any:
+    """A split name (kept as a str) or the raw source ``name`` names; ConfigError when it is neither."""
+    from xdpx.inference.sources import open_raw
+    from xdpx.train.checks import available_splits
+
+    splits = available_splits(data_dir) if data_dir and io.isdir(data_dir) else []
+    if name in splits:
+        return name
+    source = open_raw(name)
+    if source is None:
+        raise ConfigError(f"{where}: key '{key}': {name!r} is neither a split of the run's data_dir {data_dir} "
+                          f"(available: {', '.join(splits) or 'none'}) nor an existing file or an SQL URL")
+    return source
+
+
+def read_subset(loaded: Any, args: Args, subset: Any) -> Any:
+    """The dataset of a split, or the labelled samples of a raw source (SampleList)."""
+    from xdpx.data.dataset import open_split
+    from xdpx.inference.encoding import SampleList, encode_source
+
+    if isinstance(subset, str):
+        return open_split(loaded.data_dir, subset)
+    samples, skipped = [], 0
+    for encoded in encode_source(subset, loaded.run_args, loaded.processor.data_dir, args.workers,
+                                 args.skip_bad_lines):
+        if encoded.samples and not encoded.labelled:
+            raise UserError(f"{subset.name} has no labels (the first record has only the text column(s)): "
+                            "x-eval needs labelled data; use x-pred for unlabelled inputs")
+        samples.extend(encoded.samples)
+        skipped += encoded.stats["bad_lines"]
+        for key in (k for k in encoded.stats if k.startswith("example: ")):
+            print(f"skipped {key[len('example: '):]}")
+    if skipped:
+        print(f"{subset.name}: skipped {skipped} bad line(s)")
+    if not samples:
+        raise UserError(f"{subset.name}: no samples to evaluate")
+    return SampleList(samples, loaded.processor.fields)
+
+
+def save_rows(path: str, rows: list[dict[str, Any]], mode: str) -> None:
+    from xdpx.train.logs import format_value
+
+    columns = list(rows[0])
+    header = "\t".join(columns)
+    previous = ""
+    if mode == "a" and io.exists(path):
+        with io.open(path) as f:
+            previous = f.read()
+        first = previous.split("\n", 1)[0]
+        if previous and first != header:
+            raise UserError(f"save_to_file {path} has the columns {first.split(chr(9))}, these results "
+                            f"{columns}: use another file or save_mode: w")
+    lines = [] if previous else [header]
+    lines += ["\t".join(format_value(row[c]) for c in columns) for row in rows]
+    with io.open(path, "w") as f:
+        f.write(previous + "\n".join(lines) + "\n")
+
+
+@commands.register("x-eval")
+class EvalCommand(Command):
+    """Score a checkpoint (or an initialised model) on splits, raw files or tables: loss and every metric."""
+
+    name = "x-eval"
+    group = "eval"
+
+    def options(self) -> list[Any]:
+        return LOAD_OPTIONS + RAW_DATA_OPTIONS + EVAL_OPTIONS
+
+    def run(self, args: Args, dry: bool = False) -> None:
+        from xdpx.inference.loading import run_options
+
+        run_args = run_options(args)
+        where = args.source("valid_subset")
+        subsets = [(name, locate(name, run_args.data_dir, "valid_subset", where))
+                   for name in subset_names(args.valid_subset)]
+        if dry:
+            print(f"# model {run_args.model} (task {run_args.task}, loss {run_args.loss}); subsets: "
+                  + ", ".join(f"{n} ({'split' if isinstance(s, str) else type(s).__name__})" for n, s in subsets))
+            return
+        evaluate_subsets(args, run_args, subsets)
+
+
+def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    from xdpx.inference.loading import load_model
+    from xdpx.inference.scoring import evaluate
+    from xdpx.train.logs import format_value
+
+    loaded = load_model(args, run_args)
+    rows = []
+    for name, subset in subsets:
+        data = read_subset(loaded, args, subset)
+        metrics = evaluate(loaded.task, loaded.model, loaded.processor, data, loaded.batch_size, loaded.autocast,
+                           loaded.to_device, args.max_eval_steps)
+        shown = " | ".join(f"{k} {format_value(v)}" for k, v in metrics.items())
+        print(f"x-eval {name} ({len(data)} samples): {shown}", flush=True)
+        rows.append({"checkpoint": loaded.checkpoint or "(initial)", "subset": name, "samples": len(data),
+                     **metrics})
+    if args.save_to_file:
+        save_rows(args.save_to_file, rows, args.save_mode)
+        print(f"saved to {args.save_to_file}")
+    return rows

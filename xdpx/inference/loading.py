@@ -1,0 +1,189 @@
+"""A model to evaluate or predict with, from a run directory or from a training config.
+
+- ``save_dir`` mode: the run's options come from its args.py (read with ast.literal_eval), its vocabulary
+  and target map from the copies x-train keeps in the run directory, its weights from ``checkpoint``
+  (default: ``<best>``, else ``<last>``, else the latest full state).
+- ``config`` mode: a training config, the model as it initialises it: seeded with ``seed``, then its
+  ``pretrained_model`` loaded when it has one (or ``checkpoint`` when given).
+
+``extra_config`` overrides the run's options and is checked against the training options like any
+config (another loss or task for evaluation, say). Weight keys that are missing or unexpected are
+reported: an error for a checkpoint of the run itself, a printed list for pretrained weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from xdpx import io
+from xdpx.cli import UserError
+from xdpx.config.errors import ConfigError
+from xdpx.config.options import Args
+
+
+def training_root() -> list[Any]:
+    """The options x-train resolves against: what a run's args.py or a training config holds."""
+    from xdpx.command import COMMON_OPTIONS
+    from xdpx.data.meta import META_OPTIONS
+    from xdpx.train.options import TRAIN_OPTIONS, registry_options
+
+    return list(COMMON_OPTIONS) + list(TRAIN_OPTIONS) + registry_options() + list(META_OPTIONS)
+
+
+def run_options(args: Args) -> Args:
+    """The run's own options (from save_dir/args.py or the training config) with extra_config applied."""
+    from xdpx.config.loader import load_config
+    from xdpx.config.options import resolve, walk_options
+    from xdpx.config.writers import ARGS_FILE, read_args
+    from xdpx.registry import load_user_dir
+
+    if args.save_dir is not None:
+        origin = io.join(args.save_dir, ARGS_FILE)
+        if not io.exists(origin):
+            raise ConfigError(f"{args.source('save_dir')}: key 'save_dir': {args.save_dir!r} has no {ARGS_FILE}: "
+                              "it is not a run directory of x-train (for a training config use `config:`)")
+        values = read_args(origin)
+        sources = dict.fromkeys(values, origin)
+    else:
+        from xdpx.config.loader import Config
+
+        configs: list[Config] = load_config(args.config)
+        if len(configs) != 1:
+            raise ConfigError(f"{args.source('config')}: key 'config': {args.config} describes {len(configs)} runs "
+                              "(a loop): give the config of a single run")
+        values, sources, origin = dict(configs[0].values), dict(configs[0].sources), configs[0].file
+    extra = dict(args.extra_config or {})
+    where = f"{args.source('extra_config')} (extra_config)"
+    sources.update(dict.fromkeys(extra, where))
+    merged = {**values, **extra}
+    if merged.get("user_dir"):
+        load_user_dir(merged["user_dir"])
+    root = training_root()
+    if args.save_dir is not None:
+        # args.py lists the options of the components the run chose; once extra_config chooses another
+        # (model, loss...), the old component's options are no longer active and are dropped.
+        active = {option.name for option, _ in walk_options(root, "train", merged)}
+        merged = {k: v for k, v in merged.items() if k in active or k in extra}
+    return resolve(merged, root, "train", sources=sources, check_paths=False, origin=origin)
+
+
+@dataclass
+class LoadedModel:
+    """Everything inference needs: the run's options, task, model (eval mode, on its device), processor."""
+
+    run_args: Args
+    task: Any
+    model: Any
+    processor: Any
+    device: Any
+    autocast: Any
+    batch_size: int
+    checkpoint: str | None
+    data_dir: str
+
+    @property
+    def regression(self) -> bool:
+        from xdpx.models.modules.base import is_regression
+
+        return is_regression(self.run_args)
+
+    def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
+        if self.device.type == "cpu":
+            return batch
+        batch = dict(batch)
+        batch["net_input"] = {k: v.to(self.device, non_blocking=True) for k, v in batch["net_input"].items()}
+        if batch.get("target") is not None:
+            batch["target"] = batch["target"].to(self.device, non_blocking=True)
+        return batch
+
+
+def processor_dir(args: Args, run_args: Args) -> str:
+    """Where vocab.txt / target_map.txt are read: the run directory's copies, else the run's data_dir."""
+    from xdpx.data.processing import VOCAB_FILE
+
+    if args.save_dir is not None and io.exists(io.join(args.save_dir, VOCAB_FILE)):
+        return args.save_dir
+    return run_args.data_dir
+
+
+def choose_checkpoint(args: Args, run_args: Args) -> tuple[str | None, bool]:
+    """(weights to load or None, whether they are the run's own so every key must match)."""
+    from xdpx.train.checkpoints import BEST, LAST, CheckpointError, resolve_checkpoint
+    from xdpx.train.checks import STATE_FILE
+
+    try:
+        if args.checkpoint is not None:
+            return resolve_checkpoint(args.checkpoint), args.save_dir is not None
+        if args.save_dir is None:
+            pretrained = run_args.get("pretrained_model")
+            return (resolve_checkpoint(pretrained), False) if pretrained else (None, False)
+    except CheckpointError as e:
+        raise UserError(f"checkpoint: {e}") from None
+    for alias in (BEST, LAST):
+        try:
+            return resolve_checkpoint(io.join(args.save_dir, alias)), True
+        except CheckpointError:
+            continue
+    state = io.join(args.save_dir, STATE_FILE)
+    if io.exists(state):
+        return state, True
+    raise UserError(f"{args.save_dir} holds no checkpoint and no {STATE_FILE} yet: wait for the run's first "
+                    "evaluation, or give checkpoint: a path")
+
+
+def load_weights_into(model: Any, path: str, strict: bool, say: Any = print) -> None:
+    """Load ``path`` into ``model``; shape mismatches fail; missing/unexpected keys fail when ``strict``
+    (a checkpoint of this very run), else they are listed (pretrained weights for another head...)."""
+    from xdpx.train.checkpoints import load_weights
+
+    weights = load_weights(path)
+    own = model.state_dict()
+    mismatched = [f"{k} {tuple(v.shape)} vs the model's {tuple(own[k].shape)}" for k, v in weights.items()
+                  if k in own and tuple(own[k].shape) != tuple(v.shape)]
+    if mismatched:
+        raise UserError(f"{path}: weight shapes differ from the model's: {'; '.join(mismatched[:5])}. "
+                        "Is extra_config changing the model?")
+    missing = sorted(set(own) - set(weights))
+    unexpected = sorted(set(weights) - set(own))
+    if strict and (missing or unexpected):
+        raise UserError(f"{path} does not fit the model {type(model).__name__}: "
+                        + (f"missing keys {missing[:10]}" if missing else "")
+                        + ("; " if missing and unexpected else "")
+                        + (f"unexpected keys {unexpected[:10]}" if unexpected else "")
+                        + ". Check extra_config and checkpoint")
+    model.load_state_dict(weights, strict=False)
+    report = (f"; missing keys (left as initialised): {missing}" if missing else "") + \
+             (f"; unexpected keys (not used): {unexpected}" if unexpected else "")
+    say(f"loaded {path}{report}")
+
+
+def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> LoadedModel:
+    """Build the run's task, model and processor and load the weights ``args`` select."""
+    import torch
+
+    from xdpx.train.precision import autocast
+    from xdpx.train.state import seed_everything
+
+    run_args = run_args if run_args is not None else run_options(args)
+    if args.cuda and not torch.cuda.is_available():
+        raise UserError("cuda: true but no GPU is available (torch.cuda.is_available() is False): set cuda: false")
+    device = torch.device("cuda") if args.cuda else torch.device("cpu")
+
+    def component(key: str) -> Any:
+        return run_args.option(key).registry.get(run_args.get(key))
+
+    seed_everything(args.seed)
+    task = component("task")(run_args)
+    model = task.build_model()
+    checkpoint, strict = choose_checkpoint(args, run_args)
+    if checkpoint is not None:
+        load_weights_into(model, checkpoint, strict, say)
+    else:
+        say(f"no checkpoint: the model as initialised by {args.config} with seed {args.seed}")
+    model = model.to(device).eval()
+    processor = component("processor")(run_args, data_dir=processor_dir(args, run_args))
+    batch_size = args.batch_size or run_args.get("valid_batch_size") or run_args.batch_size
+    return LoadedModel(run_args, task, model, processor, device,
+                       autocast(device, bool(run_args.get("fp16")), bool(run_args.get("bf16"))),
+                       int(batch_size), checkpoint, run_args.data_dir)

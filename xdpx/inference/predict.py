@@ -1,0 +1,177 @@
+"""x-pred: predictions for raw files, tables or splits, written as TSV (or numpy arrays) (docs/inference.md).
+
+    x-pred pred.hjson          # {save_dir: runs/a, predict_file_map: {new.txt: new.pred.tsv}}
+    x-pred pred.hjson --dry    # check the run, every input and output; load nothing
+
+Inputs are read with the run's own parser, loader, tokenizer and vocabulary, with or without labels,
+chunk by chunk (bounded memory); each chunk is predicted in length-sorted batches and written in input
+order. The output can be read back with ``pd.read_csv(f, sep='\\t', header=0, quoting=csv.QUOTE_NONE)``;
+xdpx/inference/outputs.py says how tabs and line breaks inside texts are escaped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from xdpx import io
+from xdpx.cli import UserError
+from xdpx.command import Command, commands
+from xdpx.config.errors import ConfigError
+from xdpx.config.options import Args, Option
+from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS
+
+PRED_OPTIONS: list[Any] = [
+    Option("predict_file_map", dict[str, str],
+           doc="inputs to predict -> output files: raw files in the training format (with or without labels), "
+               "Parquet files, SQL tables (sqlite:///x.db?table=t, postgresql://...?table=t) or split names "
+               "of the run's data_dir; the outputs are TSV files (numpy .npz with binary: true)"),
+    Option("header", bool, default=True, doc="write the column names as the first line of each TSV"),
+    Option("concat_origin", bool, default=True,
+           doc="put the input's original columns before the prediction columns (TSV output)"),
+    Option("max_predict", int, default=None, validate=lambda n: n > 0, validate_msg="must be > 0",
+           doc="predict at most this many samples of each input; null: all"),
+    Option("distill", bool, default=False,
+           doc="write the logits only (one column per class), e.g. as soft targets for distillation"),
+    Option("binary", bool, default=False,
+           doc="write numpy arrays (np.savez: record, and logits / probabilities, predictions, labels / scores) "
+               "instead of TSV"),
+]
+
+
+def split_chunks(loaded: Any, split: str, limit: int | None, size: int = 4096) -> Iterator[Any]:
+    """A split of data_dir in chunks shaped like encoded raw chunks (its decoded text as the origin)."""
+    from xdpx.data.dataset import open_split
+    from xdpx.inference.encoding import Encoded
+
+    data = open_split(loaded.data_dir, split)
+    total = len(data) if limit is None else min(limit, len(data))
+    processor = loaded.processor
+    for start in range(0, total, size):
+        samples = [data[i] for i in range(start, min(start + size, total))]
+        columns = [[processor.decode(s)] + ([processor.decode_target(s["target"])] if "target" in s else [])
+                   for s in samples]
+        yield Encoded(samples, [int(s["id"]) for s in samples], columns, bool(samples and "target" in samples[0]))
+
+
+class Writer:
+    """One output: TSV lines written as chunks arrive (atomic: the file appears when complete), or the
+    numpy arrays gathered and saved at the end."""
+
+    def __init__(self, path: str, args: Args, fmt: Any, origin: Any) -> None:
+        self.path, self.args, self.fmt, self.origin = path, args, fmt, origin
+        self.file = None if args.binary else io.open(path, "w")
+        self.width: int | None = None
+        self.count = 0
+        self.logits: list[Any] = []
+        self.numbers: list[int] = []
+
+    def write(self, encoded: Any, logits: Any) -> None:
+        from xdpx.inference.outputs import escape
+
+        self.count += len(encoded.samples)
+        if self.args.binary:
+            self.logits.append(logits)
+            self.numbers.extend(encoded.numbers)
+            return
+        concat = self.args.concat_origin
+        if self.width is None:
+            self.width = len(encoded.columns[0]) if concat and encoded.columns else 0
+            if self.args.header:
+                names = self.origin(self.width, encoded.labelled) if concat else []
+                self.file.write("\t".join(names + self.fmt.names()) + "\n")
+        lines = []
+        for columns, row in zip(encoded.columns, self.fmt.rows(logits)):
+            cells = [escape(c) for c in columns[: self.width]] + [""] * (self.width - len(columns)) if concat else []
+            lines.append("\t".join(cells + row))
+        if lines:
+            self.file.write("\n".join(lines) + "\n")
+
+    def close(self) -> None:
+        import numpy as np
+
+        if self.args.binary:
+            logits = np.concatenate(self.logits) if self.logits else np.zeros((0,), np.float32)
+            with io.open(self.path, "wb") as f:
+                np.savez(f, **self.fmt.arrays(logits, self.numbers))
+            return
+        if self.width is None and self.args.header:  # an input without samples still gets its header
+            self.file.write("\t".join(self.fmt.names()) + "\n")
+        self.file.close()
+
+
+@commands.register("x-pred")
+class PredictCommand(Command):
+    """Write the predicted label, its probability and every class probability (or the score) for inputs."""
+
+    name = "x-pred"
+    group = "pred"
+
+    def options(self) -> list[Any]:
+        return LOAD_OPTIONS + RAW_DATA_OPTIONS + PRED_OPTIONS
+
+    def run(self, args: Args, dry: bool = False) -> None:
+        from xdpx.inference.evaluate import locate
+        from xdpx.inference.loading import run_options
+
+        run_args = run_options(args)
+        where = args.source("predict_file_map")
+        inputs = []
+        for name, output in args.predict_file_map.items():
+            if not io.is_writable(output):
+                raise ConfigError(f"{where}: key 'predict_file_map': cannot write the output {output!r}")
+            inputs.append((name, locate(name, run_args.data_dir, "predict_file_map", where), output))
+        if dry:
+            for name, source, output in inputs:
+                print(f"# {name} ({'split' if isinstance(source, str) else type(source).__name__}) -> {output}")
+            return
+        predict_inputs(args, run_args, inputs)
+
+
+def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]]) -> None:
+    from xdpx.data import loaders
+    from xdpx.inference.encoding import encode_source
+    from xdpx.inference.loading import load_model
+    from xdpx.inference.outputs import PredictionFormat, origin_names
+    from xdpx.inference.scoring import predict_logits
+
+    loaded = load_model(args, run_args)
+    processor = loaded.processor
+    labels = processor.target_map.labels if processor.target_map is not None else None
+    if not loaded.regression and labels is None:
+        raise UserError(f"the run's data has no target_map.txt in {processor.data_dir}: cannot name the classes")
+    fmt = PredictionFormat(labels, loaded.regression, args.distill)
+    loader = loaders.get(run_args.loader)(run_args)
+    for name, source, output in inputs:
+        started = time.perf_counter()
+        if isinstance(source, str):
+            chunks = split_chunks(loaded, source, args.max_predict)
+
+            def origin(width: int, labelled: bool) -> list[str]:
+                return ["text", "label"][:width]
+        else:
+            chunks = encode_source(source, run_args, processor.data_dir, args.workers, args.skip_bad_lines,
+                                   args.max_predict)
+
+            def origin(width: int, labelled: bool, table: Any = source.column_names) -> list[str]:
+                return origin_names(width, loader, labelled, table)
+        writer = Writer(output, args, fmt, origin)
+        skipped = 0
+        try:
+            for encoded in chunks:
+                skipped += encoded.stats["bad_lines"]
+                for key in (k for k in encoded.stats if k.startswith("example: ")):
+                    print(f"skipped {key[len('example: '):]}")
+                logits = predict_logits(loaded.task, loaded.model, processor, encoded.samples, loaded.batch_size,
+                                        loaded.autocast, loaded.to_device)
+                writer.write(encoded, logits.numpy())
+        except BaseException:
+            if writer.file is not None:
+                writer.file.discard()  # an output cut short is never published
+            raise
+        writer.close()
+        seconds = time.perf_counter() - started
+        print(f"x-pred {name} -> {output}: {writer.count} predictions in {seconds:.1f}s "
+              f"({writer.count / max(seconds, 1e-9):.0f}/s)" + (f"; skipped {skipped} bad line(s)" if skipped else ""),
+              flush=True)
