@@ -140,6 +140,12 @@ def x_pred() -> None:
     sys.exit(_chain_entry("x-pred"))
 
 
+def x_serve() -> None:
+    from xdpx.inference.serve import main
+
+    sys.exit(main(sys.argv[1:]))
+
+
 def x_io() -> None:
     from xdpx.io.cli import main
 
