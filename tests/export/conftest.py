@@ -1,0 +1,70 @@
+"""Fixtures of the export tests: real x-prepro output of the committed samples and tiny trained runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from xdpx.cli import run_chain
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def prepro(root: Path, parent: str, sample: str, **overrides: Any) -> Path:
+    config = root / "prepro.hjson"
+    config.write_text(json.dumps({"__parent__": str(REPO / "examples/prepro" / parent),
+                                  "data_source": str(REPO / "examples/data/sample" / sample),
+                                  "data_dir": str(root / "data"), "workers": 1, **overrides}))
+    assert run_chain(["x-prepro", str(config)]) == 0
+    return root / "data"
+
+
+def train_run(root: Path, data_dir: Path, **config: Any) -> Path:
+    """A few updates of a tiny model: enough for real weights, fast enough for the test run."""
+    save_dir = root / f"run_{config['model']}"
+    path = root / f"train_{config['model']}.hjson"
+    path.write_text(json.dumps({"__parent__": "${data_dir}/meta", "data_dir": str(data_dir),
+                                "save_dir": str(save_dir), "batch_size": 16, "max_update": 6, "eval_interval": 3,
+                                "learning_rate": 3e-3, "log_interval": 3, "embedding_dim": 16, **config}))
+    assert run_chain(["x-train", str(path)]) == 0
+    return save_dir
+
+
+@pytest.fixture(scope="session")
+def reviews_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """x-prepro of examples/data/sample/reviews: characters, own vocabulary, labels pos/neg."""
+    return prepro(tmp_path_factory.mktemp("reviews"), "reviews_char", "reviews")
+
+
+@pytest.fixture(scope="session")
+def stsb_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """x-prepro of examples/data/sample/stsb: sentence pairs, scores 0-5 as regression."""
+    return prepro(tmp_path_factory.mktemp("stsb"), "stsb_pair", "stsb", data_files={
+        "train.tsv": "train", "dev.tsv": "dev", "test.tsv": "test"})
+
+
+TINY = {
+    "cls_cnn": {"model": "cls_cnn", "loss": "cross_entropy", "num_filters": 8, "kernel_sizes": [2, 3],
+                "major_metric": "accuracy"},
+    "cls_lstm": {"model": "cls_lstm", "loss": "cross_entropy", "hidden_size": 12, "major_metric": "accuracy"},
+    "match_cnn": {"model": "match_cnn", "loss": "mse", "hidden_size": 12, "major_metric": "pearson"},
+    "re2": {"model": "re2", "loss": "mse", "hidden_size": 12, "blocks": 2, "major_metric": "pearson"},
+}
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory: pytest.TempPathFactory, reviews_data: Path, stsb_data: Path):
+    """``trained(name) -> save_dir`` of a tiny run of that model (trained once per session)."""
+    runs: dict[str, Path] = {}
+    root = tmp_path_factory.mktemp("runs")
+
+    def get(name: str) -> Path:
+        if name not in runs:
+            data = reviews_data if name.startswith("cls_") else stsb_data
+            runs[name] = train_run(root, data, **TINY[name])
+        return runs[name]
+
+    return get

@@ -1,0 +1,73 @@
+"""The base of the export commands: the options every export shares and the steps they share.
+
+An export is a config-driven command (``x-script export_onnx export.hjson``, ``--dry`` checks the
+config): the command class is registered in the ``commands`` registry under the tool's name, and the
+x-script tool of the same name runs it through the usual dispatcher (xdpx.cli.run_chain), so configs,
+loops, errors and ``--dry`` behave as for x-train. No torch at module level (``--dry`` stays fast).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdpx.command import Command
+from xdpx.config.options import Args, Option
+
+
+def _positive(value: int) -> bool:
+    return value > 0
+
+
+RUN_OPTIONS = [
+    Option("save_dir", str, path="input", doc="the x-train run directory to export"),
+    Option("checkpoint", str, default="<best>",
+           doc="<best> (best on the run's valid_subset), <last>, or the full path of a checkpoint file"),
+    Option("out_dir", str, path="output", doc="the folder the exported model and its companions are written to"),
+]
+
+PARITY_OPTIONS = [
+    Option("parity_samples", int, default=32, validate=_positive, validate_msg="must be positive",
+           doc="real samples of the run's data (its valid_subset, else dev/test/train) on which the exported "
+               "model is compared with the PyTorch model, in batches of several sizes and lengths"),
+    Option("parity_data_dir", str, default=None, path="input",
+           doc="x-prepro output to draw the parity samples from; null: the run's data_dir"),
+]
+
+
+class ExportCommand(Command):
+    """An export of one run: subclasses set ``name`` and implement :meth:`export`."""
+
+    group = "export"
+    output_key = "out_dir"
+    extra_options: list[Any] = []
+
+    def options(self) -> list[Any]:
+        return list(RUN_OPTIONS) + list(self.extra_options) + list(PARITY_OPTIONS)
+
+    def run(self, args: Args, dry: bool = False) -> None:
+        if dry:
+            return
+        from xdpx.export.loading import load_run
+        from xdpx.export.parity import ParityError, real_samples
+
+        run = load_run(args.save_dir, args.checkpoint)
+        samples = real_samples(run.args, args.parity_samples, args.parity_data_dir)
+        try:
+            self.export(args, run, samples)
+        except ParityError as e:
+            from xdpx.cli import UserError
+
+            raise UserError(f"the export in {args.out_dir} failed its parity check: {e}") from e
+
+    def export(self, args: Args, run: Any, samples: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+
+def script_main(command_name: str, argv: list[str]) -> int:
+    """The x-script tool of an export: ``x-script NAME config.hjson [--dry]``."""
+    from xdpx.cli import run_chain
+
+    if not [a for a in argv if a != "--dry"]:
+        print(f"usage: x-script {command_name} config.hjson [--dry]   (options: x-script options {command_name})")
+        return 2
+    return run_chain([command_name] + argv)
