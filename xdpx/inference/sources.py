@@ -103,15 +103,15 @@ class ParquetSource(RawSource):
 
 def split_sql_url(url: str) -> tuple[str, str, list[str] | None]:
     """``sqlite:///a.db?table=t&columns=x,y`` -> ('sqlite:///a.db', 't', ['x', 'y'])."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
+    base, _, query_string = url.partition("?")  # not urlunsplit: it turns sqlite://// into sqlite://
+    query = parse_qsl(query_string, keep_blank_values=True)
     ours = {k: v for k, v in query if k in ("table", "columns")}
     rest = [(k, v) for k, v in query if k not in ("table", "columns")]
     if not ours.get("table"):
         raise UserError(f"{redact_url(url)}: name the table, e.g. sqlite:///data.db?table=reviews "
                         "(and optionally &columns=text,label)")
     columns = [c.strip() for c in ours["columns"].split(",") if c.strip()] if ours.get("columns") else None
-    return urlunsplit(parts._replace(query=urlencode(rest))), ours["table"], columns
+    return base + (f"?{urlencode(rest)}" if rest else ""), ours["table"], columns
 
 
 def redact_url(url: str) -> str:
@@ -135,9 +135,10 @@ class SqlSource(RawSource):
             self.table = sqlalchemy.Table(self.table_name, sqlalchemy.MetaData(), autoload_with=self.engine)
         except sqlalchemy.exc.NoSuchTableError:
             raise UserError(f"{self.name}: no table {self.table_name!r}") from None
-        except (sqlalchemy.exc.SQLAlchemyError, ModuleNotFoundError) as e:
-            raise UserError(f"{self.name}: cannot open the table ({type(e).__name__}: {e}); for PostgreSQL "
-                            "install the driver: pip install -e '.[sql]'") from None
+        except ModuleNotFoundError as e:
+            raise UserError(f"{self.name}: the database driver is missing ({e}): pip install -e '.[sql]'") from None
+        except sqlalchemy.exc.SQLAlchemyError as e:
+            raise UserError(f"{self.name}: cannot open the table ({type(e).__name__}: {e})") from None
         names = [c.name for c in self.table.columns]
         unknown = [c for c in self.selected or [] if c not in names]
         if unknown:
