@@ -28,6 +28,8 @@ class BertProcessor(Processor):
 
     def __init__(self, args: Any, data_dir: str | None = None) -> None:
         super().__init__(args, data_dir)
+        # Tensor cores (and CPU bf16 kernels) want sequence lengths in multiples of 8 under fp16/bf16.
+        self.pad_multiple = 8 if (args.get("fp16") or args.get("bf16")) else 1
         indices = {w: self.dictionary.special_index(w) for w in self.special_words(args)}
         missing = [w for w, i in indices.items() if i is None]
         if missing:
@@ -49,6 +51,17 @@ class BertProcessor(Processor):
 
     def decode(self, sample: dict[str, Any]) -> str:
         return " ".join(self.dictionary.string(sample["input_ids"]))
+
+    def pad(self, arrays: list[Any], pad_value: int | None = None) -> Any:
+        """Pad to the longest sample, rounded up to pad_multiple (8 under fp16/bf16)."""
+        import torch
+
+        padded = super().pad(arrays, pad_value)
+        extra = -padded.size(1) % self.pad_multiple
+        if extra:
+            fill = self.pad_index if pad_value is None else pad_value
+            padded = torch.nn.functional.pad(padded, (0, extra), value=fill)
+        return padded
 
     def collate(self, samples: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
@@ -104,7 +117,13 @@ class BertLMProcessor(BertProcessor):
         Option("random_token_prob", float, default=0.1, doc="of the predicted tokens, share replaced by a random token"),
         Option("leave_unmasked_prob", float, default=0.1, doc="of the predicted tokens, share left unchanged"),
         Option("mask_whole_words", bool, default=False,
-               doc="mask all the WordPiece pieces of a word together (pieces after the first start with ##)"),
+               doc="mask all the pieces of a word together: WordPiece pieces after the first start with ##; "
+                   "with word_segmenter: jieba, runs of Chinese characters are cut into jieba words too",
+               children={True: [Option(
+                   "word_segmenter", str, default="wordpiece", choices=("wordpiece", "jieba"),
+                   doc="what a whole word is: wordpiece (## continuations, for English) or jieba (Chinese "
+                       "words found by jieba in runs of single-character tokens, plus ## continuations; "
+                       "needs pip install jieba)")]}),
     ]
     fields = ("input_ids",)
     field_dtypes = {}
@@ -120,11 +139,20 @@ class BertLMProcessor(BertProcessor):
         super().__init__(args, data_dir)
         self.mask_index = self.dictionary.special_index(args.mask_word)
         self.continuation = np.array([t.startswith("##") for t in self.dictionary.tokens], dtype=bool)
+        self.words = ChineseWords(self.dictionary.tokens) \
+            if args.mask_whole_words and args.get("word_segmenter") == "jieba" else None
+
+    specials = 2  # [CLS] block [SEP]
+
+    @property
+    def block_room(self) -> int:
+        """Token ids per block, leaving room for the special tokens."""
+        return self.max_len - self.specials
 
     def build_sample(self, ids: list[Any]) -> tuple[dict[str, Any], bool]:
         import numpy as np
 
-        room = self.max_len - 2
+        room = self.block_room
         block = ids[0][:room]
         return {"input_ids": np.concatenate([[self.cls_index], block, [self.sep_index]])}, len(ids[0]) > room
 
@@ -136,12 +164,15 @@ class BertLMProcessor(BertProcessor):
 
         rng = np.random.default_rng([self.seed, self.epoch, int(sample_id)])
         ids = np.array(ids, dtype=np.int64)
-        positions = np.arange(1, len(ids) - 1)  # never [CLS] / [SEP]
+        positions = np.arange(1, len(ids) - 1)  # never [CLS] / [SEP] at the ends
+        positions = positions[ids[positions] != self.sep_index]  # nor a [SEP] between segments
         if self.args.mask_whole_words:
-            starts = positions[~self.continuation[ids[positions]]]
-            if len(starts) == 0 or starts[0] != 1:
-                starts = np.concatenate([[1], starts])
-            units = np.split(positions, np.searchsorted(positions, starts[1:]))
+            continuation = self.continuation[ids[positions]]
+            if self.words is not None:
+                continuation |= self.words.continuation(ids[positions])
+            continuation[np.flatnonzero(np.diff(positions) > 1) + 1] = False  # a word never spans a [SEP]
+            starts = np.flatnonzero(~continuation)
+            units = np.split(positions, starts[starts > 0])
         else:
             units = [positions[i: i + 1] for i in range(len(positions))]
         target = np.full(len(ids), IGNORE_INDEX, dtype=np.int64)
@@ -166,12 +197,82 @@ class BertLMProcessor(BertProcessor):
         return batch
 
 
+@processors.register("bert_pretrain")
+class BertPretrainProcessor(BertLMProcessor):
+    """bert_lm's blocks as two segments for sentence-order prediction (ALBERT's SOP, model bert_pretrain):
+    at collate time each block is cut at a point drawn from (seed, epoch, sample id) into A and B, kept
+    in order or swapped with probability 1/2: [CLS] A [SEP] B [SEP], token types 0 then 1, then masked
+    as bert_lm. The order label (1 = swapped) is ``target[:, 0]`` (the [CLS] position, never masked), so
+    it travels with the MLM target (loss mlm_sop). Blocks hold max_len - 3 ids (three special tokens).
+    """
+
+    specials = 3
+
+    def segments(self, ids: Any, sample_id: int) -> tuple[Any, Any, int]:
+        """(input_ids, token_type_ids, swapped) of one stored block."""
+        import numpy as np
+
+        rng = np.random.default_rng([self.seed, self.epoch, int(sample_id), 1])  # apart from the mask stream
+        body = np.asarray(ids[1:-1], dtype=np.int64)
+        cut = int(rng.integers(1, len(body))) if len(body) > 1 else len(body)
+        first, second = body[:cut], body[cut:]
+        swapped = int(len(second) > 0 and rng.random() < 0.5)
+        if swapped:
+            first, second = second, first
+        joined = self.join([first, second])
+        return joined["input_ids"], joined["token_type_ids"], swapped
+
+    def collate(self, samples: list[dict[str, Any]]) -> dict[str, Any]:
+        parts = [self.segments(s["input_ids"], s["id"]) for s in samples]
+        batch = BertProcessor.collate(self, [{**s, "input_ids": p[0], "token_type_ids": p[1]}
+                                             for s, p in zip(samples, parts, strict=True)])
+        masked = [self.mask(p[0], s["id"]) for s, p in zip(samples, parts, strict=True)]
+        for (_, target), (_, _, swapped) in zip(masked, parts, strict=True):
+            target[0] = swapped
+        batch["net_input"]["input_ids"] = self.pad([m[0] for m in masked])
+        batch["target"] = self.pad([m[1] for m in masked], pad_value=IGNORE_INDEX)
+        return batch
+
+
+class ChineseWords:
+    """Whole words for Chinese MLM: runs of single-character CJK tokens are cut into words by jieba;
+    ``continuation(ids)`` marks the tokens that continue a word (as ## does for WordPiece)."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        import numpy as np
+
+        try:
+            import jieba
+        except ImportError:
+            from xdpx.cli import UserError
+
+            raise UserError("word_segmenter: jieba needs the jieba package: pip install jieba") from None
+        jieba.setLogLevel(60)
+        self.jieba = jieba
+        self.tokens = tokens
+        self.is_char = np.array([len(t) == 1 and "\u4e00" <= t <= "\u9fff" for t in tokens], dtype=bool)
+
+    def continuation(self, ids: Any) -> Any:
+        import numpy as np
+
+        chars = self.is_char[ids]
+        out = np.zeros(len(ids), dtype=bool)
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], chars.astype(np.int8), [0]])))
+        for start, end in zip(edges[::2], edges[1::2], strict=True):
+            text = "".join(self.tokens[i] for i in ids[start:end])
+            offset = start
+            for word in self.jieba.lcut(text, HMM=False):
+                out[offset + 1: offset + len(word)] = True
+                offset += len(word)
+        return out
+
+
 class BlockAssembler:
     """Turns the stream of tokenized lines (``None`` = document end) into blocks of max_len - 2 ids."""
 
     def __init__(self, processor: BertLMProcessor, break_mode: str) -> None:
         self.processor, self.mode = processor, break_mode
-        self.room = processor.max_len - 2
+        self.room = processor.block_room
         self.current: list[Any] = []
         self.size = 0
 

@@ -7,4 +7,4 @@ the first lookup, never at ``import xdpx`` time. See docs/architecture.md.
 
 from xdpx.registry import Registry
 
-losses = Registry("loss", modules=("xdpx.losses.classification", "xdpx.losses.regression"))
+losses = Registry("loss", modules=("xdpx.losses.classification", "xdpx.losses.regression", "xdpx.losses.mlm"))

@@ -18,7 +18,7 @@ from typing import Any
 
 from xdpx.registry import Registry
 
-metrics = Registry("metric", modules=("xdpx.metrics.classification", "xdpx.metrics.regression"))
+metrics = Registry("metric", modules=("xdpx.metrics.classification", "xdpx.metrics.regression", "xdpx.metrics.mlm"))
 
 
 def metric_names(kinds: tuple[str, ...]) -> list[str]:

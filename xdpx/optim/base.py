@@ -23,13 +23,24 @@ def exempt_from_decay(name: str, parameter: nn.Parameter) -> bool:
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Trainable parameters in two groups, decayed and not, in the model's order (deterministic)."""
-    decay, no_decay = [], []
+    """Trainable parameters in two groups, decayed and not, in the model's order (deterministic).
+
+    A model with ``lr_scales() -> {name: multiplier}`` (BERT: layer_lr_decay, head_lr_multiplier) gets
+    one pair of groups per multiplier, each with ``lr_scale``; the lr schedule multiplies its lr by it.
+    The groups at the full lr come first (the lr logged is param_groups[0]'s).
+    """
+    scales = model.lr_scales() if hasattr(model, "lr_scales") else {}
+    buckets: dict[tuple[float, bool], list[nn.Parameter]] = {}
     for name, parameter in model.named_parameters():
         if parameter.requires_grad:
-            (no_decay if exempt_from_decay(name, parameter) else decay).append(parameter)
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return [g for g in groups if g["params"]]
+            key = (float(scales.get(name, 1.0)), exempt_from_decay(name, parameter))
+            buckets.setdefault(key, []).append(parameter)
+    order = sorted(buckets, key=lambda k: (k[0] != 1.0, -k[0], k[1]))
+    groups = [{"params": buckets[k], "weight_decay": 0.0 if k[1] else weight_decay} for k in order]
+    for group, (scale, _) in zip(groups, order, strict=True):
+        if scale != 1.0:
+            group["lr_scale"] = scale
+    return groups
 
 
 class OptimizerComponent:

@@ -54,7 +54,7 @@ class LRScheduler:
         """Set the lr of every parameter group for the next update; return it."""
         lr = self.lr(num_updates)
         for group in optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # lr_scale: see xdpx.optim.base.parameter_groups
         return lr
 
     def state_dict(self) -> dict[str, Any]:

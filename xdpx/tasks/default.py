@@ -53,4 +53,6 @@ class Task:
         """Metrics of a whole evaluation from its concatenated logits and targets (xdpx.metrics)."""
         from xdpx.metrics import compute_metrics
 
+        if hasattr(self.loss, "compute_metrics"):  # losses whose outputs are not class logits (MLM)
+            return self.loss.compute_metrics(logits, targets)
         return compute_metrics(logits, targets, self.args)
