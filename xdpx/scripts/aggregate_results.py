@@ -1,0 +1,110 @@
+"""``x-script aggregate_results ROOT... [-KEYWORD ...] [--full] > stats.tsv``: one row per run.
+
+Every x-train run directory below the roots (several roots may be given); ``-KEYWORD`` keeps the runs
+whose path contains every such keyword. A row holds the run, its major metric, the best score and its
+update, the last update, and the status (done / stopped early / paused / in progress). ``--full`` adds
+the training speed and every hyperparameter that differs between the runs, and sorts by score (best
+first, in the metric's direction). Tab-separated on stdout.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from typing import Any
+
+from xdpx import io
+from xdpx.command import script
+
+# Options that differ between runs without being hyperparameters.
+NOT_HYPERPARAMETERS = {"save_dir", "overwrite", "auto_suffix", "resume", "train_steps", "log_file", "fingerprint",
+                       "viz", "viz_min_interval", "tensorboard", "inspect_gradient"}
+
+
+def parse_argv(argv: list[str]) -> tuple[list[str], list[str], bool]:
+    from xdpx.config.errors import ConfigError
+
+    full = "--full" in argv
+    rest = [a for a in argv if a != "--full"]
+    keywords = [a[1:] for a in rest if a.startswith("-") and len(a) > 1]
+    roots = [a for a in rest if not (a.startswith("-") and len(a) > 1)]
+    if not roots:
+        raise ConfigError("usage: x-script aggregate_results ROOT... [-KEYWORD ...] [--full]")
+    return roots, keywords, full
+
+
+def status(run: Any) -> str:
+    path = io.join(run.save_dir, run.args.get("log_file") or "log.txt")
+    last = ""
+    if io.exists(path):
+        with io.open(path) as f:
+            lines = f.read().splitlines()
+        last = lines[-1] if lines else ""
+    if "| done: " in last:
+        return "done"
+    if "| stopped: " in last:
+        return "stopped early"
+    if "| paused: " in last or "paused at update" in last:
+        return "paused"
+    return "in progress"
+
+
+def speed(run: Any) -> float | None:
+    values = [r["samples_per_s"] for r in run.train if isinstance(r.get("samples_per_s"), (int, float))]
+    return statistics.median(values) if values else None
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def aggregate(roots: list[str], keywords: list[str], full: bool) -> list[list[str]]:
+    """The table (header first)."""
+    from xdpx.viz.runs import find_runs, read_run
+
+    paths = [p for root in roots for p in find_runs(root) if all(k in p for k in keywords)]
+    runs = [read_run(p, p) for p in paths]
+    header = ["run", "metric", "best", "best_step", "last_step", "status"]
+    rows: list[tuple[Any, list[str]]] = []
+    differing: list[str] = []
+    if full:
+        keys = sorted({k for run in runs for k in run.args} - NOT_HYPERPARAMETERS)
+        differing = [k for k in keys if len({repr(run.args.get(k)) for run in runs}) > 1]
+        header += ["samples_per_s", *differing]
+    for run in runs:
+        metric = run.major_metric or "loss"
+        best = run.best(metric)
+        last_step = max((int(r["step"]) for r in run.train + run.valid if r.get("step") is not None), default=0)
+        row = [run.save_dir, metric, _cell(best[1] if best else None), _cell(best[0] if best else None),
+               str(last_step), status(run)]
+        if full:
+            row += [_cell(speed(run)), *(_cell(run.args.get(k)) for k in differing)]
+        rows.append((run, row))
+    if full:
+        def key(item: tuple[Any, list[str]]) -> tuple[int, float]:
+            run, row = item
+            if not row[2]:
+                return (1, 0.0)
+            value = float(row[2])
+            return (0, value if run.lower_is_better(row[1]) else -value)
+
+        rows.sort(key=key)
+    return [header] + [row for _, row in rows]
+
+
+@script("aggregate_results")
+def main(argv: list[str]) -> int:
+    """One TSV row per run below ROOT(s): best score and step, status; --full adds speed and hyperparameters."""
+    roots, keywords, full = parse_argv(argv)
+    table = aggregate(roots, keywords, full)
+    if len(table) == 1:
+        print(f"aggregate_results: no run directory below {', '.join(roots)}"
+              + (f" with {', '.join(keywords)} in its path" if keywords else ""), file=sys.stderr)
+        return 1
+    for row in table:
+        print("\t".join(row))
+    return 0

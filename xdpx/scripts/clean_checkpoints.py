@@ -1,0 +1,83 @@
+"""``x-script clean_checkpoints ROOT [--dry]``: free the disk of checkpoints nobody needs.
+
+In every x-train run directory at or below ROOT, keep the best checkpoint (by the run's own major
+metric and its direction: ascending_metric, and lower-is-better for losses), the last one, the ones
+checkpoints.json names (so ``<best>`` and ``<last>`` keep resolving), their ``state-<step>.pt`` and the
+resumable state.pt; delete the other ``checkpoint-<step>.pt`` and ``state-<step>.pt``. Prints what goes
+and the bytes freed; ``--dry`` prints the same and deletes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+from xdpx import io
+from xdpx.command import script
+
+_FULL_STATE = re.compile(r"^state-(\d+)\.pt$")
+
+
+def plan(save_dir: str) -> tuple[set[int], list[str]]:
+    """(steps kept, paths to delete) of one run."""
+    from xdpx.train.checkpoints import list_checkpoints, read_index
+    from xdpx.viz.runs import read_run
+
+    run = read_run(save_dir)
+    checkpoints = list_checkpoints(save_dir)
+    steps = {step for step, _ in checkpoints}
+    keep: set[int] = set()
+    if steps:
+        keep.add(max(steps))
+        metric = run.major_metric or "loss"
+        lower = run.lower_is_better(metric)
+        scored = [(int(r["step"]), r[metric]) for r in run.valid
+                  if int(r["step"]) in steps and isinstance(r.get(metric), (int, float)) and r[metric] == r[metric]]
+        if scored:
+            best = min(scored, key=lambda s: (s[1] if lower else -s[1], s[0]))
+            keep.add(best[0])
+    for name in read_index(save_dir).values():
+        if isinstance(name, str) and (m := re.match(r"^checkpoint-(\d+)\.pt$", name)):
+            keep.add(int(m.group(1)))
+    delete = [path for step, path in checkpoints if step not in keep]
+    delete += [io.join(save_dir, name) for name in io.listdir(save_dir)
+               if (m := _FULL_STATE.match(name)) and int(m.group(1)) not in keep]
+    return keep, sorted(delete)
+
+
+def clean(root: str, dry: bool = False, out: Any = sys.stdout) -> int:
+    """Clean every run below ``root``; the bytes freed (or that would be with ``dry``)."""
+    from xdpx.viz.runs import find_runs
+
+    freed = 0
+    for save_dir in find_runs(root):
+        keep, delete = plan(save_dir)
+        size = sum(io.size(p) for p in delete)
+        freed += size
+        kept = ", ".join(str(s) for s in sorted(keep)) or "none"
+        print(f"{save_dir}: keep checkpoints of update {kept}; {'would delete' if dry else 'delete'} "
+              f"{len(delete)} file(s), {size:,} bytes", file=out)
+        for path in delete:
+            print(f"  {'would remove' if dry else 'remove'} {io.basename(path)}", file=out)
+            if not dry:
+                io.remove(path)
+    return freed
+
+
+@script("clean_checkpoints")
+def main(argv: list[str]) -> int:
+    """Delete all but the best and the last checkpoint of every run below ROOT: clean_checkpoints ROOT [--dry]."""
+    from xdpx.cli import UserError
+
+    dry = "--dry" in argv
+    roots = [a for a in argv if a != "--dry"]
+    if len(roots) != 1:
+        from xdpx.config.errors import ConfigError
+
+        raise ConfigError("usage: x-script clean_checkpoints ROOT [--dry]")
+    if not io.isdir(roots[0]):
+        raise UserError(f"clean_checkpoints: {roots[0]} is not a folder")
+    freed = clean(roots[0], dry)
+    print(f"{'would free' if dry else 'freed'} {freed:,} bytes ({freed / 2**20:.1f} MiB)")
+    return 0
