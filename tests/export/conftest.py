@@ -28,7 +28,7 @@ def train_run(root: Path, data_dir: Path, **config: Any) -> Path:
     path = root / f"train_{config['model']}.hjson"
     path.write_text(json.dumps({"__parent__": "${data_dir}/meta", "data_dir": str(data_dir),
                                 "save_dir": str(save_dir), "batch_size": 16, "max_update": 6, "eval_interval": 3,
-                                "learning_rate": 3e-3, "log_interval": 3, "embedding_dim": 16, **config}))
+                                "learning_rate": 3e-3, "log_interval": 3, **config}))
     assert run_chain(["x-train", str(path)]) == 0
     return save_dir
 
@@ -47,11 +47,11 @@ def stsb_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 TINY = {
-    "cls_cnn": {"model": "cls_cnn", "loss": "cross_entropy", "num_filters": 8, "kernel_sizes": [2, 3],
+    "cls_cnn": {"model": "cls_cnn", "embedding_dim": 16, "loss": "cross_entropy", "num_filters": 8, "kernel_sizes": [2, 3],
                 "major_metric": "accuracy"},
-    "cls_lstm": {"model": "cls_lstm", "loss": "cross_entropy", "hidden_size": 12, "major_metric": "accuracy"},
-    "match_cnn": {"model": "match_cnn", "loss": "mse", "hidden_size": 12, "major_metric": "pearson"},
-    "re2": {"model": "re2", "loss": "mse", "hidden_size": 12, "blocks": 2, "major_metric": "pearson"},
+    "cls_lstm": {"model": "cls_lstm", "embedding_dim": 16, "loss": "cross_entropy", "hidden_size": 12, "major_metric": "accuracy"},
+    "match_cnn": {"model": "match_cnn", "embedding_dim": 16, "loss": "mse", "hidden_size": 12, "major_metric": "pearson"},
+    "re2": {"model": "re2", "embedding_dim": 16, "loss": "mse", "hidden_size": 12, "blocks": 2, "major_metric": "pearson"},
 }
 
 

@@ -13,7 +13,7 @@ import tempfile
 from typing import Any
 
 from xdpx import io
-from xdpx.export.export_forms import export_form
+from xdpx.export.export_forms import export_context, export_form
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
 from xdpx.export.wrapping import PositionalModel, positional
 
@@ -69,7 +69,7 @@ def export_onnx(run: Any, out_dir: str, samples: list[dict[str, Any]],
     dynamic = tuple({axis: Dim.DYNAMIC for axis in range(example[n].dim())} for n in input_names)
     with tempfile.TemporaryDirectory() as tmp:
         local = os.path.join(tmp, MODEL_FILE)
-        with torch.no_grad():
+        with torch.no_grad(), export_context(run.model):
             torch.onnx.export(wrapper, positional(example, input_names), local, input_names=input_names,
                               output_names=["logits"], dynamic_shapes=(dynamic,), dynamo=True,
                               external_data=False, opset_version=opset_version)

@@ -1,0 +1,92 @@
+"""A Hugging Face directory from a BERT run: config.json (the model's ``hf_config()``), model.safetensors
+(our parameter names are HF's, so the state_dict is written as is, tied duplicates left out as
+``save_pretrained`` does), and the tokenizer files (vocab.txt, tokenizer_config.json).
+
+The check loads the directory with ``transformers`` (BertForSequenceClassification, BertForMaskedLM or
+BertForPreTraining, as config.json names) and compares its outputs with ours on real batches.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from xdpx import io
+from xdpx.export.parity import ParityReport, check_parity, parity_batches
+from xdpx.export.tf_checkpoint import TIED_KEYS
+
+# What transformers calls each of our BERT models; bert_siamese has no transformers class.
+HF_CLASSES = {"bert_classification": "BertForSequenceClassification", "bert_pair": "BertForSequenceClassification",
+              "bert_lm": "BertForMaskedLM", "bert_pretrain": "BertForPreTraining"}
+
+
+def check_exportable(run: Any) -> str:
+    """The transformers class for the run's model, or a UserError saying why there is none."""
+    from xdpx.cli import UserError
+
+    name = run.args.model
+    if name not in HF_CLASSES:
+        raise UserError(f"export_hf: model {name!r} has no transformers class (it writes BERT models: "
+                        f"{', '.join(HF_CLASSES)}); use export_torchscript or export_onnx for it")
+    if HF_CLASSES[name] == "BertForSequenceClassification" and run.args.get("pooling", "cls") != "cls":
+        raise UserError(f"export_hf: {name} with pooling: {run.args.pooling} has no transformers equivalent "
+                        "(BertForSequenceClassification classifies the pooled [CLS] vector); export_torchscript "
+                        "or export_onnx keep it")
+    return HF_CLASSES[name]
+
+
+def tokenizer_config(args: Any) -> dict[str, Any]:
+    return {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(args.get("lower", True)),
+            "model_max_length": int(args.get("max_len") or args.get("max_position_embeddings") or 512),
+            "pad_token": args.get("pad_word", "[PAD]"), "unk_token": args.get("unk_word", "[UNK]"),
+            "cls_token": args.get("cls_word", "[CLS]"), "sep_token": args.get("sep_word", "[SEP]"),
+            "mask_token": args.get("mask_word", "[MASK]")}
+
+
+def write_hf_directory(run: Any, out_dir: str) -> str:
+    """Write config.json, model.safetensors, vocab.txt, tokenizer_config.json; return the class name."""
+    from safetensors.torch import save as save_safetensors
+
+    architecture = check_exportable(run)
+    config = run.model.hf_config()
+    config["architectures"] = [architecture]
+    io.makedirs(out_dir)
+    state = {k: v.detach().contiguous() for k, v in run.model.state_dict().items() if k not in TIED_KEYS}
+    with io.open(io.join(out_dir, "model.safetensors"), "wb") as f:
+        f.write(save_safetensors(state, metadata={"format": "pt"}))
+    with io.open(io.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, ensure_ascii=False)
+    with io.open(io.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump(tokenizer_config(run.args), f, indent=2, ensure_ascii=False)
+    return architecture
+
+
+def hf_outputs(hf_model: Any, architecture: str, batch: dict[str, Any]) -> Any:
+    """transformers' outputs in the layout our model returns."""
+    out = hf_model(input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"),
+                   attention_mask=batch.get("attention_mask"))
+    if architecture == "BertForPreTraining":
+        return out.prediction_logits, out.seq_relationship_logits
+    logits = out.logits
+    return logits.squeeze(-1) if architecture == "BertForSequenceClassification" and logits.size(-1) == 1 else logits
+
+
+def check_hf_directory(run: Any, out_dir: str, architecture: str, samples: list[dict[str, Any]]) -> ParityReport:
+    """Load out_dir with transformers and compare its outputs with the run's model on real batches."""
+    from xdpx.cli import UserError
+
+    try:
+        import transformers
+    except ImportError as e:
+        raise UserError(f"export_hf checks the directory with transformers: pip install -e '.[hf]', or set "
+                        f"check_outputs: false ({e})") from e
+    local = out_dir if not io.is_remote(out_dir) else None
+    if local is None:
+        import tempfile
+
+        local = tempfile.mkdtemp(prefix="xdpx-hf-")
+        io.copytree(out_dir, local)
+    hf_model = getattr(transformers, architecture).from_pretrained(local).eval()
+    batches = parity_batches(run.processor, samples)
+    return check_parity(lambda b: run.model(**b), lambda b: hf_outputs(hf_model, architecture, b), batches,
+                        f"transformers {architecture}", atol=1e-5, rtol=1e-4)
