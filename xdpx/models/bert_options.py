@@ -116,7 +116,7 @@ PRETRAINED_OPTIONS = [
            doc="the task head (classifier / MLM transform) learns at lr x this (e.g. 10 for a new head "
                "on a pretrained encoder)"),
     # The seed FAQ's rule: starting a BERT from random weights by accident wastes a run.
-    Rule(lambda a: a.get("pretrained_model") is not None or a.source("pretrained_model") != "(default)",
+    Rule(lambda a: a.get("pretrained_model") is not None or "pretrained_model" in a._explicit,
          "BERT models start from pretrained weights: set pretrained_model to a Hugging Face BERT directory "
          "(config.json + model.safetensors or pytorch_model.bin), a checkpoint or ${save_dir}/<best> of an "
          "earlier run, or a TF checkpoint with from_tf: true; write pretrained_model: null to start from "

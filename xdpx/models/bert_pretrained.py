@@ -95,9 +95,14 @@ def load_into(model: Any, path: str, from_tf: bool = False, log: Callable[[str],
         raise _user_error(f"pretrained_model {path}: no parameter name matches this model (first names "
                           f"in the file: {list(weights)[:3]}): is it a BERT checkpoint?")
     result = model.load_state_dict(weights, strict=False)
-    # a tied decoder shares the word embeddings: it is never missing when they were loaded
-    missing = [k for k in result.missing_keys
-               if not (k == "cls.predictions.decoder.weight" and "bert.embeddings.word_embeddings.weight" in weights)]
+    # tied tensors (decoder = word embeddings, decoder.bias = cls.predictions.bias) are saved once by
+    # save_pretrained: a key is not missing when a name of the same tensor was loaded
+    names_of: dict[int, set[str]] = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        names_of.setdefault(id(tensor), set()).add(name)
+    loaded = set(weights) - set(result.unexpected_keys)
+    missing = [k for k, tensor in model.state_dict(keep_vars=True).items()
+               if k in result.missing_keys and not names_of[id(tensor)] & loaded]
     log(f"loaded pretrained_model {path}: {len(weights) - len(result.unexpected_keys)} tensors"
         + (f"; missing keys (left at their initial values): {missing}" if missing else "; no missing keys")
         + (f"; unexpected keys (ignored): {result.unexpected_keys}" if result.unexpected_keys else ""))
