@@ -177,7 +177,10 @@ def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> Lo
     task = component("task")(run_args)
     model = task.build_model()
     checkpoint, strict = choose_checkpoint(args, run_args)
-    if checkpoint is not None:
+    if checkpoint is not None and args.checkpoint is None and args.config is not None \
+            and hasattr(model, "load_pretrained"):
+        model.load_pretrained(checkpoint, say)  # the model's own loader (BERT: Hugging Face dirs, TF checkpoints)
+    elif checkpoint is not None:
         load_weights_into(model, checkpoint, strict, say)
     else:
         say(f"no checkpoint: the model as initialised by {args.config} with seed {args.seed}")
