@@ -68,3 +68,31 @@ def trained(tmp_path_factory: pytest.TempPathFactory, reviews_data: Path, stsb_d
         return runs[name]
 
     return get
+
+
+VOCAB = str(REPO / "examples/data/sample/vocab/chinese_vocab.txt")  # bert-base-chinese's vocabulary
+TINY_BERT = {"pretrained_model": None, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+             "intermediate_size": 32, "max_position_embeddings": 64}
+
+
+@pytest.fixture(scope="session")
+def bert_trained(tmp_path_factory: pytest.TempPathFactory):
+    """``bert_trained(name) -> save_dir``: tiny bert_classification (reviews, 2 classes), bert_pair (STS-B
+    sample, regression) or bert_lm (People's Daily sample), trained a few updates, once per session."""
+    runs: dict[str, Path] = {}
+    root = tmp_path_factory.mktemp("bert_runs")
+    data = {"bert_classification": ("reviews_bert", "reviews", "cross_entropy", "accuracy"),
+            "bert_pair": ("stsb_bert", "stsb", "mse", "pearson"),
+            "bert_lm": ("peoples_daily_mlm", "peoples_daily", "mlm", "mlm_accuracy")}
+
+    def get(name: str) -> Path:
+        if name not in runs:
+            parent, sample, loss, metric = data[name]
+            folder = root / name
+            folder.mkdir()
+            extra = {"__ignore__": ["threshold"]} if sample == "reviews" else {}
+            data_dir = prepro(folder, parent, sample, vocab_file=VOCAB, max_len=48, **extra)
+            runs[name] = train_run(folder, data_dir, model=name, loss=loss, major_metric=metric, **TINY_BERT)
+        return runs[name]
+
+    return get

@@ -30,7 +30,7 @@ def test_reads_a_checkpoint_written_by_tf_saver_into_hf_names(tf, tmp_path):
     np.testing.assert_array_equal(weights[q], variables["bert/encoder/layer_1/attention/self/query/kernel"].T)
     np.testing.assert_array_equal(weights["bert.encoder.layer.0.intermediate.dense.weight"],
                                   variables["bert/encoder/layer_0/intermediate/dense/kernel"].T)
-    assert weights["bert.encoder.layer.0.output.dense.weight"].shape == (8, 16)
+    assert weights["bert.encoder.layer.0.output.dense.weight"].shape == (16, 32)
     np.testing.assert_array_equal(weights["bert.embeddings.LayerNorm.weight"], variables["bert/embeddings/LayerNorm/gamma"])
     np.testing.assert_array_equal(weights["classifier.weight"], variables["output_weights"])  # [labels, hidden]
     np.testing.assert_array_equal(weights["cls.seq_relationship.weight"], variables["cls/seq_relationship/output_weights"])

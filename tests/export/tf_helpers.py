@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-HIDDEN, INTERMEDIATE, LAYERS, POSITIONS = 8, 16, 2, 64
+# The sizes of conftest.TINY_BERT, so the checkpoint loads into the tiny runs' models.
+HIDDEN, INTERMEDIATE, LAYERS, POSITIONS = 16, 32, 2, 64
 
 
 def google_bert_variables(vocab_size: int, num_labels: int | None = 3, mlm: bool = False,
