@@ -40,5 +40,6 @@ def write_json(path: Path, config: dict[str, Any]) -> Path:
 def train_run(root: Path, data_dir: Path, **overrides: Any) -> Path:
     config = {"__parent__": "${data_dir}/meta", "data_dir": str(data_dir), "save_dir": str(root / "run"),
               **CNN_RUN, **overrides}
+    config = {k: v for k, v in config.items() if v is not ...}  # `key=...` drops a CNN_RUN key
     assert run_chain(["x-train", str(write_json(root / "train.hjson", config))]) == 0
     return root / "run"

@@ -168,3 +168,18 @@ def test_bad_raw_lines_name_file_and_line(cnn_run: Path, tmp_path: Path, capsys:
     skipped, dev = read_tsv(out)
     assert skipped["samples"] == "60" and [skipped[c] for c in METRIC_COLUMNS] == [dev[c] for c in METRIC_COLUMNS]
     assert "skipped 1 bad line" in capsys.readouterr().out
+
+
+def test_bert_run_raw_file_and_split_equal_valid_log(prepared, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A tiny BERT classifier: WordPiece on raw text at inference equals x-prepro's, and the trainer's numbers."""
+    from inference_helpers import train_run
+
+    run = train_run(tmp_path, prepared("reviews_bert"), model="bert_classification", pretrained_model=None,
+                    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                    embedding_dim=..., num_filters=..., kernel_sizes=..., dropout=..., max_epoch=..., max_update=4,
+                    eval_interval=-1, learning_rate=1e-4)
+    out = tmp_path / "scores.tsv"
+    assert x_eval(tmp_path, save_dir=str(run), valid_subset=["dev", DEV_TXT], save_to_file=str(out)) == 0
+    split, raw = read_tsv(out)
+    last = read_tsv(run / "valid.log.tsv")[-1]
+    assert [split[c] for c in METRIC_COLUMNS] == [last[c] for c in METRIC_COLUMNS] == [raw[c] for c in METRIC_COLUMNS]
