@@ -6,7 +6,8 @@
 - cnn: x-pred lines/s for cls_cnn on the full Chinese reviews (train + dev + test, 35,123 labelled
   lines), end to end (loading, parsing, tokenizing, batching, writing the TSV), with workers 1 and 2,
   against the floor of the model alone on pre-encoded, length-sorted batches of the same size. The run
-  comes from ``--save-dir``, or is trained once into the work folder (examples/reviews/train_cnn.hjson).
+  comes from ``--save-dir``, or is trained once into the work folder (examples/reviews/train_cnn.hjson,
+  ``--epochs`` 1 by default).
 - serve: x-serve (its own process) answering POST /predict of one review each from ``--concurrency``
   client threads on loopback: requests/s, p50 and p99 latency.
 - minilm: x-pred with bert_classification built from the real all-MiniLM-L6-v2 (plus a seeded
@@ -67,7 +68,7 @@ def table(title: str, header: list[str], rows: list[list[Any]]) -> None:
 
 
 # ---- cls_cnn -------------------------------------------------------------------------------------------
-def cnn_run(work: str, save_dir: str | None) -> str:
+def cnn_run(work: str, save_dir: str | None, epochs: int) -> str:
     from xdpx.cli import run_chain
 
     save_dir = save_dir or os.path.join(work, "runs", "reviews_cnn")
@@ -81,7 +82,7 @@ def cnn_run(work: str, save_dir: str | None) -> str:
         assert run_chain(["x-prepro", prepro]) == 0
     train = write_json(os.path.join(work, "train.hjson"), {
         "__parent__": os.path.join(ROOT, "examples", "reviews", "train_cnn"), "data_dir": data_dir,
-        "save_dir": save_dir})
+        "save_dir": save_dir, "max_epoch": epochs})
     assert run_chain(["x-train", train]) == 0
     return save_dir
 
@@ -256,6 +257,9 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", default=["cnn", "serve", "minilm"], choices=["cnn", "serve", "minilm"])
     parser.add_argument("--work", default=os.path.join(ROOT, "outputs", "bench_pred"))
     parser.add_argument("--save-dir", default=None, help="an existing cls_cnn run on the reviews (else trained once)")
+    parser.add_argument("--epochs", type=int, default=1,
+                        help="epochs of the cls_cnn run trained when --save-dir is not given (prediction speed "
+                             "does not depend on them; examples/reviews/train_cnn.hjson trains 3)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--minilm-batch-size", type=int, default=64)
@@ -269,7 +273,7 @@ def main() -> None:
 
     print(f"device: {'cuda' if torch.cuda.is_available() else 'cpu'}, torch threads {torch.get_num_threads()}")
     if "cnn" in options.parts or "serve" in options.parts:
-        save_dir = cnn_run(options.work, options.save_dir)
+        save_dir = cnn_run(options.work, options.save_dir, options.epochs)
         if "cnn" in options.parts:
             bench_cnn(options.work, save_dir, options.repeats, options.batch_size)
         if "serve" in options.parts:
