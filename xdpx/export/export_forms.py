@@ -67,12 +67,51 @@ class UnpackedTextLSTM(nn.Module):
         return m.output(m.head(m.pooling(states, mask)))
 
 
+class FullWidthSiamese(nn.Module):
+    """bert_siamese with both towers as wide as the input: the model trims them to the longest text of
+    the batch (a width computed from the data, which tracing freezes and torch.export rejects); the extra
+    positions are padding, masked in attention and pooling, so the outputs are the same."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor,
+                **_: Any) -> torch.Tensor:
+        from xdpx.models.bert import BertBase
+
+        real = attention_mask.bool()
+        len_a = (real & (token_type_ids == 0)).sum(1)  # [CLS] a [SEP]
+        len_b = (real & (token_type_ids == 1)).sum(1)  # b [SEP]
+        steps = torch.arange(input_ids.size(1), device=input_ids.device)
+        mask_a = steps[None, :] < len_a[:, None]
+        source = (len_a[:, None] + steps[None, :] - 1).clamp(max=input_ids.size(1) - 1)
+        b = torch.cat((input_ids[:, :1], torch.gather(input_ids, 1, source)[:, 1:]), dim=1)  # [CLS] b [SEP]
+        mask_b = steps[None, :] < (len_b + 1)[:, None]
+        mask = torch.cat((mask_a, mask_b))
+        ids = torch.cat((input_ids, b)).masked_fill(~mask, 0)
+        m = self.model
+        embedded = BertBase.bottom_predict(m, ids, torch.zeros_like(ids), mask.long())["embeddings"]
+        pooled = m.pool(m.bert.encode(embedded, mask.long()), mask.long())
+        # slices, not the model's chunk(2): the ONNX optimizer cannot fold a split of a dynamic batch
+        u, v = pooled[: input_ids.size(0)], pooled[input_ids.size(0):]
+        logits = m.classifier(m.dropout(torch.cat((u, v, (u - v).abs(), u * v), dim=-1)))
+        return logits.squeeze(-1) if m.num_outputs == 1 else logits
+
+
 def export_form(model: nn.Module) -> nn.Module:
-    """The module to hand to torch.export for ``model`` (the model itself when it needs no rewrite)."""
+    """The module to trace or hand to torch.export for ``model`` (itself when it needs no rewrite)."""
+    import sys
+
     from xdpx.models.lstm import BiLSTMClassifier
 
-    if isinstance(model, BiLSTMClassifier) and not model.training:
+    if model.training:
+        return model
+    if isinstance(model, BiLSTMClassifier):
         return UnpackedTextLSTM(model).eval()
+    bert = sys.modules.get("xdpx.models.bert")
+    if bert is not None and isinstance(model, bert.BertSiamese):
+        return FullWidthSiamese(model).eval()
     return model
 
 

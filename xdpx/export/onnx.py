@@ -51,6 +51,17 @@ def name_dynamic_axes(model: Any, input_names: list[str]) -> None:
                 dim.dim_param = renames[dim.dim_param]
 
 
+def output_names(model: Any, example: dict[str, Any]) -> list[str]:
+    """``logits``, or for a model returning several tensors (bert_pretrain) a name for each."""
+    import torch
+
+    with torch.no_grad():
+        out = model(**example)
+    if not isinstance(out, (tuple, list)):
+        return ["logits"]
+    return ["mlm_logits", "sop_logits"] if len(out) == 2 else [f"output_{i}" for i in range(len(out))]
+
+
 def export_onnx(run: Any, out_dir: str, samples: list[dict[str, Any]],
                 opset_version: int | None = None) -> tuple[str, ParityReport, list[str]]:
     """Write out_dir/model.onnx; return its path, the onnxruntime parity report and the input order."""
@@ -69,10 +80,17 @@ def export_onnx(run: Any, out_dir: str, samples: list[dict[str, Any]],
     dynamic = tuple({axis: Dim.DYNAMIC for axis in range(example[n].dim())} for n in input_names)
     with tempfile.TemporaryDirectory() as tmp:
         local = os.path.join(tmp, MODEL_FILE)
-        with torch.no_grad(), export_context(run.model):
-            torch.onnx.export(wrapper, positional(example, input_names), local, input_names=input_names,
-                              output_names=["logits"], dynamic_shapes=(dynamic,), dynamo=True,
-                              external_data=False, opset_version=opset_version)
+        try:
+            with torch.no_grad(), export_context(run.model):
+                torch.onnx.export(wrapper, positional(example, input_names), local, input_names=input_names,
+                                  output_names=output_names(run.model, example), dynamic_shapes=(dynamic,),
+                                  dynamo=True, external_data=False, opset_version=opset_version)
+        except Exception as e:  # the exporter's errors are long; say what failed and what still works
+            from xdpx.cli import UserError
+
+            summary = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UserError(f"export_onnx: the ONNX exporter cannot capture model {run.args.model!r} ({summary}); "
+                            "export_torchscript may still work, and the traceback above says where") from e
         proto = onnx.load(local)
         name_dynamic_axes(proto, input_names)
         onnx.checker.check_model(proto)

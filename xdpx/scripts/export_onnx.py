@@ -24,11 +24,12 @@ class ExportOnnx(ExportCommand):
 
     def export(self, args: Args, run: Any, samples: list[dict[str, Any]]) -> None:
         from xdpx.export.companions import write_companions
-        from xdpx.export.onnx import export_onnx
+        from xdpx.export.onnx import export_onnx, output_names
 
         path, report, inputs = export_onnx(run, args.out_dir, samples, args.opset_version)
         write_companions(run, args.out_dir, {"format": "onnx", "file": "model.onnx", "inputs": inputs,
-                                             "outputs": ["logits"], "dynamic_axes": "batch, sequence",
+                                             "outputs": output_names(run.model, run.processor.collate(samples[:2])["net_input"]),
+                                             "dynamic_axes": "batch, sequence",
                                              "parity": report.describe()})
         print(f"wrote {path}; parity with the eager model (onnxruntime): {report.describe()}")
 
