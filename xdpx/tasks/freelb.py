@@ -31,15 +31,15 @@ from xdpx.tasks.default import Task
 class Perturbable:
     """Mixin of models FreeLB can attack: forward = upper_predict(perturb(bottom_predict(inputs)))."""
 
-    def bottom_predict(self, **inputs: Any) -> dict[str, Any]:
+    def bottom_predict(self, *args: Any, **inputs: Any) -> dict[str, Any]:
         raise NotImplementedError
 
     def upper_predict(self, **hidden: Any) -> Any:
         raise NotImplementedError
 
-    def forward(self, perturb: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    def forward(self, *args: Any, perturb: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
                 **inputs: Any) -> Any:
-        hidden = self.bottom_predict(**inputs)
+        hidden = self.bottom_predict(*args, **inputs)
         if perturb is not None:
             hidden["embeddings"] = perturb(hidden["embeddings"], hidden["attention_mask"])
         return self.upper_predict(**hidden)
