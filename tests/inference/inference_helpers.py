@@ -27,7 +27,7 @@ PREPRO = {
 # A small, fast, still real training configuration: cls_cnn on 240 Chinese reviews (60 in dev).
 CNN_RUN = {
     "model": "cls_cnn", "loss": "cross_entropy", "embedding_dim": 16, "num_filters": 8, "kernel_sizes": [2, 3],
-    "dropout": 0.1, "batch_size": 16, "valid_batch_size": 7, "learning_rate": 3e-3, "max_epoch": 3,
+    "dropout": 0.1, "batch_size": 16, "valid_batch_size": 7, "learning_rate": 3e-3, "max_epoch": 2,
     "eval_interval": 5, "major_metric": "accuracy", "log_interval": 4,
 }
 
