@@ -146,6 +146,10 @@ def x_serve() -> None:
     sys.exit(main(sys.argv[1:]))
 
 
+def x_viz() -> None:
+    sys.exit(_chain_entry("x-viz"))
+
+
 def x_io() -> None:
     from xdpx.io.cli import main
 

@@ -57,10 +57,10 @@ def reviews(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def two_runs(reviews: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The same model trained with batch 16 and batch 32 (3 epochs each; every checkpoint kept)."""
+    """The same model trained with batch 16 and batch 32 (2 epochs each; every checkpoint kept)."""
     root = tmp_path_factory.mktemp("runs")
-    code16, bs16 = train(root, reviews, "bs16", batch_size=16, eval_interval=6, log_interval=2)
-    code32, bs32 = train(root, reviews, "bs32", batch_size=32, eval_interval=3, log_interval=1)
+    code16, bs16 = train(root, reviews, "bs16", batch_size=16, eval_interval=6, log_interval=2, max_epoch=2)
+    code32, bs32 = train(root, reviews, "bs32", batch_size=32, eval_interval=3, log_interval=1, max_epoch=2)
     assert code16 == 0 and code32 == 0
     return bs16, bs32
 

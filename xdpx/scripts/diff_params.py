@@ -31,6 +31,10 @@ def resolved_options(path: str) -> dict[str, Any]:
     return runs[0].as_dict()
 
 
+def _show(value: Any) -> str:
+    return value if value == "(absent)" else repr(value)
+
+
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     absent = object()
     names = list(a) + [k for k in b if k not in a]
@@ -56,5 +60,5 @@ def main(argv: list[str]) -> int:
     print(f"# {len(found)} option(s) differ: A = {argv[0]}, B = {argv[1]}")
     width = max(len(name) for name, _, _ in found)
     for name, left, right in found:
-        print(f"{name.ljust(width)}  {left!r} -> {right!r}")
+        print(f"{name.ljust(width)}  {_show(left)} -> {_show(right)}")
     return 0

@@ -63,15 +63,25 @@ class TextLog:
 
 
 class TsvLog(TextLog):
-    """A table with a header row; columns are fixed by the first row written."""
+    """A table with a header row. The first row written sets the columns; a later row with new keys
+    (a user summary first added late) appends columns: the header is rewritten and earlier rows leave
+    the new cells empty."""
 
     def __init__(self, path: str | None, enabled: bool = True) -> None:
         super().__init__(path, enabled)
         self.columns: list[str] | None = None
 
-    def load(self, keep: int | None = None) -> None:
+    def load(self, keep: int | None = None, columns: list[str] | None = None) -> None:
+        """Read the file back (resume), keeping its first ``keep`` rows; ``columns`` (saved with the
+        state) restores the header as it was when those rows were the last ones."""
         super().load(None if keep is None else keep + 1 if keep else 0)
         self.columns = self.lines[0].split("\t") if self.lines else None
+        if columns and self.lines and columns != self.columns:
+            self.columns = list(columns)
+            width = len(self.columns)
+            self.lines = ["\t".join(self.columns)] + ["\t".join((line.split("\t") + [""] * width)[:width])
+                                                     for line in self.lines[1:]]
+            self._rewrite()
 
     @property
     def rows(self) -> int:
@@ -81,6 +91,12 @@ class TsvLog(TextLog):
         if self.columns is None:
             self.columns = list(row)
             self.append("\t".join(self.columns))
+        else:
+            added = [c for c in row if c not in self.columns]
+            if added:  # pad the earlier rows so every line has one cell per column
+                self.columns += added
+                self.lines = ["\t".join(self.columns)] + [line + "\t" * len(added) for line in self.lines[1:]]
+                self._rewrite()
         self.append("\t".join(format_value(row.get(c)) for c in self.columns))
 
 

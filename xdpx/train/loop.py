@@ -17,6 +17,9 @@ import torch
 
 from xdpx import io
 from xdpx.cli import UserError
+from xdpx.logger import TRAIN, VALID
+from xdpx.logger import log as summaries
+from xdpx.logger import mode as summary_mode
 from xdpx.train import distributed
 from xdpx.train.batching import TrainBatches, micro_batches, rank_share, updates_per_epoch
 from xdpx.train.checkpoints import (
@@ -135,6 +138,9 @@ class Trainer:
         self.train_log = TsvLog(io.join(self.save_dir, "train.log.tsv"), ctx.is_main)
         self.valid_log = TsvLog(io.join(self.save_dir, "valid.log.tsv"), ctx.is_main)
         self.log_meter, self.eval_meter = Meter(), Meter()
+        summaries.reset()  # user summaries (xdpx.logger.log): their running sums are in the state
+        self.gradient_stats: Any = None  # inspect_gradient: |grad| per parameter of the update before an eval
+        self.last_plot = time.perf_counter()
 
         # counters: the data position is (epoch, offset = update groups of the epoch done)
         self.epoch, self.offset, self.num_updates, self.samples_seen = 1, 0, 0, 0
@@ -147,6 +153,11 @@ class Trainer:
             self.train_log.load(keep=0)
             self.valid_log.load(keep=0)
             self._write_run_files()
+        self.tensorboard = None
+        if a.tensorboard and ctx.is_main:
+            from xdpx.viz.tensorboard import TensorBoardMirror
+
+            self.tensorboard = TensorBoardMirror(self.save_dir, purge_step=self.num_updates + 1 if state else None)
         self.model = self.module
         if ctx.distributed:
             self.model = torch.nn.parallel.DistributedDataParallel(
@@ -256,7 +267,7 @@ class Trainer:
             t1 = time.perf_counter()
             last = i == len(chunks) - 1
             with model.no_sync() if ctx.distributed and not last else contextlib.nullcontext():
-                with self.autocast:
+                with self.autocast, summary_mode(TRAIN):
                     loss, size, logs = self.task.train_step(model, batch)
                 if stand_in:  # a rank without samples in a short last group still joins the sync
                     loss, size, logs = loss * 0.0, 0, {**logs, "loss": logs["loss"] * 0.0, "nsamples": 0}
@@ -274,18 +285,24 @@ class Trainer:
         params = [p for p in self.module.parameters() if p.grad is not None]
         if sample_size > 0:
             torch._foreach_mul_([p.grad for p in params], ctx.world_size / (sample_size * loss_scale))
+        if self.args.inspect_gradient and (self.eval_schedule.due(self.num_updates + 1)
+                                           or self.num_updates + 1 >= self.total_updates):
+            from xdpx.debug.gradients import gradient_stats
+
+            self.gradient_stats = (self.num_updates + 1, gradient_stats(self.module.named_parameters()))
         clip = self.args.clip_norm or 0.0
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf")))
         if not (math.isfinite(grad_norm) and math.isfinite(loss_sum)):
             if self.scaler is None:
-                raise self._non_finite_error(loss_sum, grad_norm)
+                raise self._non_finite_error(loss_sum, grad_norm, self._locate_non_finite(chunks, dataset))
             try:
                 self.scaler.update(overflow=True)
             except LossScaleError as e:
                 names = ", ".join(overflowing_parameters(self.module)) or "(none: the loss itself is not finite)"
+                where = self._locate_non_finite(chunks, dataset, loss_scale)
                 raise UserError(f"{e}: gradients overflow at every update (parameters with inf/NaN "
-                                f"gradients: {names}). Lower the learning rate, check the data, or use bf16. "
-                                f"{self._resume_hint()}") from None
+                                f"gradients: {names}).{' NaN detector: ' + where + '.' if where else ''} Lower the "
+                                f"learning rate, check the data, or use bf16. {self._resume_hint()}") from None
             self.log.info(f"fp16: gradient overflow at update {self.num_updates + 1}; loss scale -> "
                           f"{self.scaler.scale:g}, update skipped")
             self.optimizer.zero_grad(set_to_none=True)
@@ -308,7 +325,10 @@ class Trainer:
                "samples_per_s": m["nsamples"] / m["seconds"] if m["seconds"] else None,
                "loss_scale": self.scaler.scale if self.scaler else None,
                "batch_size": self.batch_size, "update_freq": self.update_freq}
+        row.update(self._summary_columns(summaries.train_means(), row))
         self.train_log.write(row)
+        if self.tensorboard is not None:
+            self.tensorboard.write("train", row)
         eta = (self.total_updates - self.num_updates) * per_update
         self.log.info(f"epoch {self.epoch} | update {self.num_updates}/{self.total_updates} | loss "
                       f"{row['loss']:.4f} | lr {row['lr']:.3g} | {row['samples_per_s'] or 0:.0f} samples/s | "
@@ -325,11 +345,45 @@ class Trainer:
             batch["target"] = batch["target"].to(device, non_blocking=True)
         return batch
 
-    def _non_finite_error(self, loss: float, grad_norm: float) -> UserError:
+    def _non_finite_error(self, loss: float, grad_norm: float, where: str = "") -> UserError:
         what = "the loss" if not math.isfinite(loss) else "the gradient norm"
+        found = f" NaN detector: {where}." if where else ""
         return UserError(f"{what} is {loss if not math.isfinite(loss) else grad_norm} at update "
-                         f"{self.num_updates + 1} (epoch {self.epoch}): lower the learning rate, check the "
+                         f"{self.num_updates + 1} (epoch {self.epoch}).{found} Lower the learning rate, check the "
                          f"data and the model, or set clip_norm. {self._resume_hint()}")
+
+    def _locate_non_finite(self, chunks: list[np.ndarray], dataset: Any, loss_scale: float = 1.0) -> str:
+        """Re-run the failing update's forward/backward with the NaN detector's hooks (same data, same
+        step seed) and say where NaN/Inf first appeared; the weights are not changed."""
+        from xdpx.debug.nan_detector import NanDetector
+
+        self.optimizer.zero_grad(set_to_none=True)
+        seed_step(self.seed, self.num_updates)
+        try:
+            with NanDetector(self.module) as detector:
+                for indices in chunks:
+                    batch = self._to_device(self.processor.collate([dataset[int(j)] for j in indices]))
+                    with self.autocast:
+                        loss, _, _ = self.task.train_step(self.module, batch)
+                    detector.check_loss(loss)
+                    (loss * loss_scale).backward()
+                    if detector.findings:
+                        break
+            report = detector.report()
+        except Exception as error:  # the diagnosis must never hide the original problem
+            report = f"could not re-run the update with hooks ({type(error).__name__}: {error})"
+        finally:
+            self.optimizer.zero_grad(set_to_none=True)
+        self.log.info(f"NaN detector at update {self.num_updates + 1}: {report or 'no NaN/Inf on the re-run'}")
+        return report
+
+    @staticmethod
+    def _summary_columns(values: dict[str, float], reserved: Any) -> dict[str, float]:
+        clash = sorted(set(values) & set(reserved))
+        if clash:
+            raise UserError(f"summary name(s) {', '.join(clash)} are columns the trainer writes itself: "
+                            "give log.add_summary / reduce_fn other names")
+        return values
 
     def _resume_hint(self) -> str:
         if io.exists(io.join(self.save_dir, STATE_FILE)):
@@ -361,7 +415,13 @@ class Trainer:
 
     def _evaluate_and_save(self, final: bool = False) -> None:
         a, step = self.args, self.num_updates
-        metrics = self.evaluate() if self.valid_data is not None else None
+        metrics = None
+        if self.valid_data is not None:
+            summaries.begin_evaluation()
+            with summary_mode(VALID):  # accumulative summaries of the model and loss code
+                metrics = self.evaluate()
+            reserved = [*metrics, "epoch", "step", "samples", "train_loss", f"best_{a.major_metric}", "best_step"]
+            metrics.update(self._summary_columns(summaries.end_evaluation(), reserved))
         score = metrics[a.major_metric] if metrics else None
         is_best = self.early_stopping.update(score, step) if score is not None else False
         if metrics is not None:
@@ -369,6 +429,8 @@ class Trainer:
                    "train_loss": self.eval_meter.mean_loss(), f"best_{a.major_metric}": self.early_stopping.best_score,
                    "best_step": self.early_stopping.best_step}
             self.valid_log.write(row)
+            if self.tensorboard is not None:
+                self.tensorboard.write("valid", row)
             shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
             self.log.info(f"eval at update {step} (epoch {self.epoch}) on {a.valid_subset}: {shown}"
                           f"{' (best)' if is_best else ''}")
@@ -377,6 +439,37 @@ class Trainer:
         if self.save_policy.should_save(score, is_best, final):
             self._save_checkpoint(is_best)
         self._save_state()
+        self._draw(final)
+
+    def _draw(self, final: bool) -> None:
+        """The run's figures (x-viz) and the gradient inspector's, on the main process; a failure is
+        logged and training goes on."""
+        a = self.args
+        if not self.context.is_main:
+            return
+        if self.gradient_stats is not None:
+            from xdpx.debug.gradients import plot_gradients
+
+            step, stats = self.gradient_stats
+            self.gradient_stats = None
+            try:
+                plot_gradients(stats, step, io.join(self.save_dir, "plots", "gradients", f"{step}.png"))
+            except Exception as error:
+                self.log.info(f"inspect_gradient: drawing failed ({type(error).__name__}: {error}); training goes on")
+        if not a.viz:
+            return
+        # after an evaluation when viz_min_interval seconds passed since the last drawing; at the end when
+        # the run trained that long (a run of a few seconds is not worth the drawing time: x-viz draws it)
+        last = final or self._stop_reason() is not None
+        due = time.perf_counter() - self.last_plot >= a.viz_min_interval
+        if due or (last and self.time["total"] >= a.viz_min_interval):
+            from xdpx.viz.command import plot_run
+
+            try:
+                plot_run(self.save_dir)
+            except Exception as error:
+                self.log.info(f"viz: drawing the plots failed ({type(error).__name__}: {error}); training goes on")
+            self.last_plot = time.perf_counter()
 
     def _save_checkpoint(self, is_best: bool) -> None:
         step = self.num_updates
@@ -412,7 +505,9 @@ class Trainer:
             "early_stopping": self.early_stopping.state_dict(),
             "save_policy": self.save_policy.state_dict(),
             "logs": {"train_rows": self.train_log.rows, "valid_rows": self.valid_log.rows,
-                     "log_meter": dict(self.log_meter.sums), "eval_meter": dict(self.eval_meter.sums)},
+                     "log_meter": dict(self.log_meter.sums), "eval_meter": dict(self.eval_meter.sums),
+                     "train_columns": list(self.train_log.columns or []),
+                     "valid_columns": list(self.valid_log.columns or []), "summaries": summaries.state_dict()},
         }
 
     def _save_state(self) -> None:
@@ -442,9 +537,10 @@ class Trainer:
         self.early_stopping.load_state_dict(state["early_stopping"])
         self.save_policy.load_state_dict(state["save_policy"])
         logs = state["logs"]
-        self.train_log.load(keep=logs["train_rows"])
-        self.valid_log.load(keep=logs["valid_rows"])
+        self.train_log.load(keep=logs["train_rows"], columns=logs.get("train_columns"))
+        self.valid_log.load(keep=logs["valid_rows"], columns=logs.get("valid_columns"))
         self.log_meter.sums, self.eval_meter.sums = dict(logs["log_meter"]), dict(logs["eval_meter"])
+        summaries.load_state_dict(logs.get("summaries"))
         if self.context.is_main:
             self._write_run_files()
         self.log.info(f"resumed from {STATE_FILE}: epoch {self.epoch}, update {self.num_updates}"
@@ -494,6 +590,9 @@ class Trainer:
                       + (f"; unexpected keys: {result.unexpected_keys}" if result.unexpected_keys else ""))
 
     def close(self) -> None:
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+        summaries.reset()
         del self.model, self.module, self.optimizer  # DDP must be gone before the process group
         distributed.teardown(self.context)
 

@@ -15,6 +15,12 @@ def _positive(value: Any) -> bool:
     return value > 0
 
 
+def _tensorboard_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tensorboard") is not None
+
+
 FP16_OPTIONS = [
     Option("fp16_init_scale", int, default=128, validate=_positive, validate_msg="must be > 0",
            doc="initial loss scale of fp16 dynamic loss scaling"),
@@ -79,6 +85,21 @@ TRAIN_OPTIONS: list[Any] = [
     Option("eval_interval_warmup_multiplier", int, default=6, validate=_positive, validate_msg="must be > 0",
            doc="see eval_interval_warmup"),
     Option("valid_subset", str | None, default="dev", doc="the split to evaluate on (null: no evaluation)"),
+    # plots and debugging aids (docs/viz.md)
+    Option("viz", bool, default=True,
+           doc="draw the x-viz figures of the run into save_dir/plots during training (main process): after "
+               "an evaluation when viz_min_interval seconds passed since the last drawing, and at the end; a "
+               "plotting failure is logged and never stops training",
+           children={True: [Option("viz_min_interval", float, default=60.0,
+                                   doc="seconds between two drawings after evaluations (drawing takes a few "
+                                       "seconds); the end of training is drawn when the run trained at least "
+                                       "this long (plot shorter runs with x-viz)")]}),
+    Option("inspect_gradient", bool, default=False,
+           doc="at every evaluation, draw mean and max |grad| of each parameter (before clipping) on a "
+               "log scale into save_dir/plots/gradients/<step>.png"),
+    Option("tensorboard", bool, default=False,
+           doc="also write TensorBoard event files (save_dir/tensorboard) mirroring train.log.tsv and "
+               "valid.log.tsv (addition; needs the tensorboard package: pip install xdpx[tensorboard])"),
     Option("major_metric", str, doc="metric for early stopping, best checkpoint and display (or 'loss')"),
     Option("ascending_metric", bool, default=True, doc="whether the major metric is the higher the better"),
     Option("tolerance", int, default=None,
@@ -98,6 +119,11 @@ TRAIN_OPTIONS: list[Any] = [
            doc="weights to start from: a checkpoint path, or <best>/<last> of an earlier run "
                "(e.g. ${save_dir}/<best>)"),
     exclusive("overwrite", "auto_suffix"),
+    Rule(lambda a: not a.tensorboard or _tensorboard_installed(),
+         "tensorboard: true needs the tensorboard package: pip install tensorboard (or xdpx[tensorboard])",
+         keys=("tensorboard",)),
+    Rule(lambda a: not (a.tensorboard and "://" in str(a.save_dir)),
+         "tensorboard: true writes event files to a local save_dir only", keys=("tensorboard", "save_dir")),
     exclusive("fp16", "bf16"),
     Rule(lambda a: a.max_epoch is not None or a.max_update is not None,
          "set max_epoch or max_update (or both: the smaller wins)", keys=("max_epoch", "max_update")),

@@ -32,12 +32,16 @@ TRAIN_FIGURES = {
 }
 
 
-def _figure(title: str, axis: Axis, ylabel: str, log_y: bool = False) -> tuple[Any, Any]:
+def _figure(title: str, axis: Axis, ylabel: str, log_y: bool = False, subtitle: str = "") -> tuple[Any, Any]:
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(9, 5.2), dpi=110, layout="constrained")
+    # fixed margins: a layout engine would draw every figure twice
+    figure = Figure(figsize=(10.5, 5.2), dpi=100)
+    figure.subplots_adjust(left=0.075, right=0.745, bottom=0.105, top=0.835)  # the legend goes on the right
     ax = figure.add_subplot()
-    ax.set_title(title, fontsize=13, fontweight="bold", loc="left")
+    figure.text(0.012, 0.965, title, fontsize=13, fontweight="bold", va="top")
+    if subtitle:
+        figure.text(0.012, 0.915, subtitle, fontsize=9, color="#555555", va="top")
     ax.set_xlabel(axis.label)
     ax.set_ylabel(ylabel)
     ax.grid(True, color="#dddddd", linewidth=0.7)
@@ -49,7 +53,7 @@ def _figure(title: str, axis: Axis, ylabel: str, log_y: bool = False) -> tuple[A
     if not axis.walltime:
         size = axis.update_size
         top = ax.secondary_xaxis("top", functions=(lambda x: x * size / 1000.0, lambda s: s * 1000.0 / size))
-        top.set_xlabel("thousand samples seen", fontsize=9, color="#555555")
+        top.set_xlabel("thousand samples seen", fontsize=9, color="#555555", loc="right")
         top.tick_params(labelsize=8, colors="#555555")
     return figure, ax
 
@@ -81,27 +85,38 @@ def _legend(ax: Any, runs: Sequence[Run], styles: list[str], extra: list[Any]) -
     if "valid" in styles and "train" in styles:
         handles += [Line2D([], [], color="#444444", linewidth=1.4, marker="o", markersize=3, label="valid"),
                     Line2D([], [], color="#444444", linewidth=1.4, linestyle="--", label="train")]
-    ax.legend(handles=handles + extra, loc="best", fontsize=9, framealpha=0.85)
+    ax.legend(handles=handles + extra, loc="upper left", bbox_to_anchor=(1.015, 1.0), fontsize=9,
+              frameon=False, borderaxespad=0.0)
 
 
-def _style_handles(has_epochs: bool, has_best: bool) -> list[Any]:
+def _style_handles(has_epochs: bool) -> list[Any]:
     from matplotlib.lines import Line2D
 
-    extra = []
-    if has_epochs:
-        extra.append(Line2D([], [], color=EPOCH_COLOR, alpha=0.6, linewidth=1.1, label="epoch end"))
-    if has_best:
-        extra.append(Line2D([], [], color=BEST_COLOR, marker="o", linestyle="", markersize=8,
-                            markeredgecolor="#145214", label="best"))
-    return extra
+    if not has_epochs:
+        return []
+    return [Line2D([], [], color=EPOCH_COLOR, alpha=0.6, linewidth=1.1, label="epoch end")]
+
+
+def _best_handle(run: Run, color: str, best: tuple[int, float], main: bool) -> Any:
+    """The legend entry of a run's best evaluation: the value and the run's own update."""
+    from matplotlib.lines import Line2D
+
+    label = f"best{'' if main else ' of ' + run.label}: {best[1]:.4g}\nat {'' if main else 'its '}update {best[0]}"
+    return Line2D([], [], color=BEST_COLOR, marker="o", linestyle="", markersize=8,
+                  markeredgecolor=_best_edge(color, main), markeredgewidth=1.5, label=label)
+
+
+def _best_edge(color: str, main: bool) -> str:
+    return "#145214" if main else color
 
 
 def plot_metric(axis: Axis, runs: Sequence[Run], name: str, train_column: str | None, valid_column: str | None,
-                title: str, ylabel: str, log_y: bool = False, hline: tuple[float, str] | None = None) -> Any:
+                title: str, ylabel: str, log_y: bool = False, hline: tuple[float, str] | None = None,
+                subtitle: str = "") -> Any:
     """One figure: ``valid_column`` of valid.log.tsv (solid, best dot) and ``train_column`` of
     train.log.tsv (dashed) for every run. None when no run has a value to draw."""
-    figure, ax = _figure(title, axis, ylabel, log_y)
-    drawn, styles, has_best = False, [], False
+    figure, ax = _figure(title, axis, ylabel, log_y, subtitle)
+    drawn, styles, bests = False, [], []
     for i, run in enumerate(runs):
         color, width = COLORS[i % len(COLORS)], MAIN_WIDTH if i == 0 else REF_WIDTH
         if train_column:
@@ -109,8 +124,10 @@ def plot_metric(axis: Axis, runs: Sequence[Run], name: str, train_column: str | 
             rows = [r for r in rows if not log_y or r[train_column] > 0]
             if rows:
                 linestyle = "--" if valid_column else "-"
-                ax.plot(axis.x(run, rows), [r[train_column] for r in rows], color=color, linewidth=width * 0.8,
-                        linestyle=linestyle, alpha=0.85, zorder=2)
+                # train rows are noisy: thinner and lighter when the valid curve is drawn over them
+                ax.plot(axis.x(run, rows), [r[train_column] for r in rows], color=color,
+                        linewidth=width * (0.55 if valid_column else 0.8), linestyle=linestyle,
+                        alpha=0.6 if valid_column else 0.9, zorder=2)
                 drawn = True
                 styles.append("train")
         if valid_column:
@@ -125,21 +142,16 @@ def plot_metric(axis: Axis, runs: Sequence[Run], name: str, train_column: str | 
                 if best is not None:
                     at = [k for k, r in enumerate(rows) if int(r["step"]) == best[0]][0]
                     ax.plot([xs[at]], [best[1]], marker="o", markersize=10 if i == 0 else 8, color=BEST_COLOR,
-                            markeredgecolor="#145214", markeredgewidth=1.2, zorder=5, linestyle="")
-                    has_best = True
-                    if i == 0:
-                        ax.annotate(f"best {best[1]:.4g}\nat update {best[0]}", (xs[at], best[1]),
-                                    textcoords="offset points", xytext=(8, -26 if run.lower_is_better(valid_column)
-                                                                        else 8),
-                                    fontsize=9, color="#145214", zorder=6)
+                            markeredgecolor=_best_edge(color, i == 0), markeredgewidth=1.5, zorder=5, linestyle="")
+                    bests.append(_best_handle(run, color, best, i == 0))
     if not drawn:
         return None
     if hline is not None:
         ax.axhline(hline[0], color="#555555", linewidth=1.0, linestyle="-.", zorder=1)
-        ax.annotate(hline[1], (0.995, hline[0]), xycoords=("axes fraction", "data"), ha="right", va="bottom",
+        ax.annotate(hline[1], (0.005, hline[0]), xycoords=("axes fraction", "data"), ha="left", va="bottom",
                     fontsize=9, color="#555555")
     has_epochs = _mark_epochs(ax, axis, runs)
-    _legend(ax, runs, styles, _style_handles(has_epochs, has_best))
+    _legend(ax, runs, styles, _style_handles(has_epochs) + bests)
     ax.set_xlim(left=0)
     return figure
 
@@ -165,12 +177,23 @@ def plot_runs(runs: Sequence[Run], out_dir: str, figext: str = "png", walltime: 
 
     figures.append(("loss", plot_metric(axis, runs, "loss", "loss", "loss", f"loss (train and {valid_subset})",
                                         main.args.get("loss") or "loss")))
+    # single-label classification: micro precision/recall/f1 equal accuracy; one figure says it all
+    same: dict[str, list[str]] = {}
+    first_of: dict[tuple[Any, ...], str] = {}
     for metric in main.valid_metrics():
         if metric == "loss":
             continue
-        major = " (major metric)" if metric == main.major_metric else ""
-        figures.append((metric, plot_metric(axis, runs, metric, None, metric, f"{metric} on {valid_subset}{major}",
-                                            metric)))
+        series = tuple(round(r[metric], 9) if isinstance(r.get(metric), float) else r.get(metric)
+                       for r in main.valid)
+        if series in first_of and any(v is not None for v in series):
+            same[first_of[series]].append(metric)
+        else:
+            first_of[series] = metric
+            same[metric] = []
+    for metric, equal in same.items():
+        title = f"{metric} on {valid_subset}" + (" (major metric)" if metric == main.major_metric else "")
+        subtitle = f"same values, not drawn again: {', '.join(equal)}" if equal else ""
+        figures.append((metric, plot_metric(axis, runs, metric, None, metric, title, metric, subtitle=subtitle)))
     for column, (title, ylabel, log_y) in TRAIN_FIGURES.items():
         hline = None
         if column == "grad_norm" and main.args.get("clip_norm"):

@@ -1,0 +1,135 @@
+"""x-viz: runs of different batch sizes aligned by samples seen, epoch lines, best points, the figures,
+plotting during training (and its failures), the gradient inspector and TensorBoard event files."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import read_rows, train
+
+from xdpx.cli import run_chain
+from xdpx.viz.align import Axis
+from xdpx.viz.runs import Run, read_run
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def x_viz(tmp_path: Path, **config) -> int:
+    path = tmp_path / "viz.hjson"
+    path.write_text(json.dumps(config))
+    return run_chain(["x-viz", str(path)])
+
+
+def test_reference_run_with_twice_the_batch_is_drawn_at_twice_its_step(two_runs):
+    bs16, bs32 = (read_run(str(p)) for p in two_runs)
+    assert bs16.update_size == 16 and bs32.update_size == 32
+    axis = Axis(bs16)
+    # the main run at its own updates; the reference where it had seen as many samples
+    assert list(axis.x(bs16, bs16.valid)) == [float(r["step"]) for r in bs16.valid]
+    ref_x = axis.x(bs32, bs32.valid)
+    assert np.allclose(ref_x, [r["samples"] / 16 for r in bs32.valid])
+    # each full reference update (32 samples) spans two main updates; its short one (16 samples) one
+    rows, xs = bs32.train, axis.x(bs32, bs32.train)  # a row per update
+    spans = {rows[i]["samples"] - rows[i - 1]["samples"]: xs[i] - xs[i - 1] for i in range(1, len(rows))}
+    assert spans == {32: 2.0, 16: 1.0} or spans == {32: 2.0}
+    assert xs[-1] == 480 / 16 == bs16.valid[-1]["step"]  # both end at 480 samples, at the same x
+    assert "updates of bs16 (16 samples each)" == axis.label
+
+
+def test_epoch_ends_are_marked_in_samples_and_shard_ends_follow_the_shuffled_order():
+    run = Run("r", "r", {"data_size": {"train": 240, "dev": 60}, "train_subset": "train"}, [], [])
+    assert run.epoch_boundaries(720) == [(240, True), (480, True), (720, True)]
+    from xdpx.train.batching import epoch_rng
+
+    shards = Run("s", "s", {"data_size": {"train0": 100, "train1": 50, "dev": 9}, "train_subset": "train*",
+                            "lazy_load": True, "seed": 3}, [], [])
+    second = [[100, 50][i] for i in epoch_rng(3, 2, salt=1).permutation(2)]
+    assert shards.epoch_boundaries(300) == [(100, False), (150, True), (150 + second[0], False), (300, True)]
+
+
+def test_best_point_follows_the_metric_direction():
+    rows = [{"step": 1, "samples": 8, "loss": 0.9, "accuracy": 0.6}, {"step": 2, "samples": 16, "loss": 0.5,
+            "accuracy": 0.7}, {"step": 3, "samples": 24, "loss": 0.7, "accuracy": 0.8}]
+    run = Run("r", "r", {"major_metric": "accuracy", "ascending_metric": True}, [], rows)
+    assert run.best("accuracy") == (3, 0.8) and run.best("loss") == (2, 0.5)
+    inverted = Run("r", "r", {"major_metric": "error_rate_custom", "ascending_metric": False}, [],
+                   [{"step": 1, "samples": 1, "error_rate_custom": 0.3}, {"step": 2, "samples": 2,
+                                                                          "error_rate_custom": 0.2}])
+    assert inverted.best("error_rate_custom") == (2, 0.2)
+
+
+def test_x_viz_draws_every_figure_with_the_reference(two_runs, tmp_path):
+    bs16, bs32 = two_runs
+    assert x_viz(tmp_path, save_dir=str(bs16), label="batch 16", ref_dir={"batch 32": str(bs32)}) == 0
+    plots = bs16 / "plots"
+    names = {p.name for p in plots.glob("*.png")}
+    assert {"loss.png", "accuracy.png", "auc.png", "f1.png", "lr.png", "grad_norm.png", "clip_rate.png"} <= names
+    assert "loss_scale.png" not in names  # no fp16: nothing to draw
+    width, height = png_size(plots / "accuracy.png")
+    assert (width, height) == (990, 572)
+    assert not (bs32 / "plots").exists()  # references are read, never written
+
+
+def test_x_viz_glob_plots_each_run_and_svg_works(two_runs, tmp_path):
+    root = two_runs[0].parent
+    assert x_viz(tmp_path, save_dir=str(root / "bs*"), figext="svg", walltime=True) == 0
+    for run in two_runs:
+        assert (run / "plots" / "loss.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_x_viz_on_a_folder_that_is_not_a_run_says_so(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert x_viz(tmp_path, save_dir=str(tmp_path / "empty")) == 1
+    assert "is not an x-train run directory (no args.py)" in capsys.readouterr().err
+    assert x_viz(tmp_path, save_dir=str(tmp_path / "nothing*")) == 1
+    assert "matches no run directory" in capsys.readouterr().err
+
+
+def test_training_draws_the_plots_and_survives_a_plotting_failure(reviews, tmp_path, monkeypatch):
+    code, run = train(tmp_path, reviews, "short", viz=True, max_epoch=1)
+    assert code == 0 and not (run / "plots").exists()  # a run of seconds: not worth the drawing time
+    code, run = train(tmp_path, reviews, "run", viz=True, viz_min_interval=0, max_epoch=1, eval_interval=-1)
+    assert code == 0 and (run / "plots" / "accuracy.png").exists()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no room for figures")
+
+    monkeypatch.setattr("xdpx.viz.plots.plot_runs", broken)
+    code, run = train(tmp_path, reviews, "broken", viz=True, viz_min_interval=0, max_epoch=1, eval_interval=-1)
+    assert code == 0
+    assert "viz: drawing the plots failed (RuntimeError: no room for figures); training goes on" in \
+        (run / "log.txt").read_text()
+    assert len(read_rows(run / "valid.log.tsv")) == 1 and "| done: " in (run / "log.txt").read_text()
+
+
+def test_inspect_gradient_draws_one_row_per_parameter_at_every_evaluation(reviews, tmp_path):
+    code, run = train(tmp_path, reviews, "run", inspect_gradient=True, max_epoch=1, eval_interval=5)
+    assert code == 0
+    gradients = run / "plots" / "gradients"
+    assert sorted(p.name for p in gradients.glob("*.png")) == ["10.png", "15.png", "5.png"]
+    parameters = 1 + 2 * 2 + 2  # embedding, two convolutions (weight, bias), output layer (weight, bias)
+    assert png_size(gradients / "5.png") == (1000, int((1.6 + 0.28 * parameters) * 100))
+
+
+def test_tensorboard_event_files_mirror_the_logs(reviews, tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    code, run = train(tmp_path, reviews, "run", tensorboard=True, max_epoch=1)
+    assert code == 0
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    train_loss = [(e.step, e.value) for e in events.Scalars("train/loss")]
+    expected = [(int(r["step"]), float(r["loss"])) for r in read_rows(run / "train.log.tsv")]
+    assert [s for s, _ in train_loss] == [s for s, _ in expected]
+    assert np.allclose([v for _, v in train_loss], [v for _, v in expected], rtol=1e-5)
+    accuracy = [(e.step, e.value) for e in events.Scalars("valid/accuracy")]
+    assert accuracy == [(int(r["step"]), pytest.approx(float(r["accuracy"]))) for r in read_rows(run / "valid.log.tsv")]
