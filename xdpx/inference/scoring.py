@@ -61,7 +61,7 @@ def predict_logits(task: Any, model: torch.nn.Module, processor: Any, samples: S
     order = length_order([sum(len(s[f]) for f in fields) for s in samples])
     outputs = []
     model.eval()
-    with torch.no_grad():
+    with torch.inference_mode():  # no autograd bookkeeping at all: the outputs only become numbers
         for start in range(0, len(order), batch_size):
             batch = processor.collate([samples[int(j)] for j in order[start: start + batch_size]])
             with autocast:
