@@ -59,7 +59,7 @@ def test_dropout_is_active_and_the_perturbation_changes_the_loss():
     clean = task.loss(model, data)[0]
     # the first pass is the clean one (delta 0, same dropout): the mean exceeds it only if the second,
     # perturbed pass has a higher loss: the ascent step climbs
-    assert float(attacked) > float(clean) * 1.001
+    assert float(attacked.detach()) > float(clean.detach()) * 1.001
 
 
 @pytest.mark.parametrize("norm_method", ["l2", "linf"])
