@@ -27,7 +27,7 @@ def train_run(root: Path, data_dir: Path, **config: Any) -> Path:
     save_dir = root / f"run_{config['model']}"
     path = root / f"train_{config['model']}.hjson"
     path.write_text(json.dumps({"__parent__": "${data_dir}/meta", "data_dir": str(data_dir),
-                                "save_dir": str(save_dir), "batch_size": 16, "max_update": 6, "eval_interval": 3,
+                                "save_dir": str(save_dir), "batch_size": 16, "max_update": 4, "eval_interval": 4,
                                 "learning_rate": 3e-3, "log_interval": 3, **config}))
     assert run_chain(["x-train", str(path)]) == 0
     return save_dir
@@ -35,8 +35,9 @@ def train_run(root: Path, data_dir: Path, **config: Any) -> Path:
 
 @pytest.fixture(scope="session")
 def reviews_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """x-prepro of examples/data/sample/reviews: characters, own vocabulary, labels pos/neg."""
-    return prepro(tmp_path_factory.mktemp("reviews"), "reviews_char", "reviews")
+    """x-prepro of examples/data/sample/reviews: characters, own vocabulary, labels pos/neg (64 tokens at
+    most, to keep the tests fast)."""
+    return prepro(tmp_path_factory.mktemp("reviews"), "reviews_char", "reviews", max_len=64)
 
 
 @pytest.fixture(scope="session")
@@ -77,22 +78,30 @@ TINY_BERT = {"pretrained_model": None, "hidden_size": 16, "num_hidden_layers": 2
 
 @pytest.fixture(scope="session")
 def bert_trained(tmp_path_factory: pytest.TempPathFactory):
-    """``bert_trained(name) -> save_dir``: tiny bert_classification (reviews, 2 classes), bert_pair (STS-B
-    sample, regression) or bert_lm (People's Daily sample), trained a few updates, once per session."""
+    """``bert_trained(name) -> save_dir``: tiny bert_classification (reviews, 2 classes), bert_pair or
+    bert_siamese (STS-B sample, regression), bert_lm or bert_pretrain (People's Daily sample), trained a few
+    updates, once per session."""
     runs: dict[str, Path] = {}
+    data_dirs: dict[str, Path] = {}
     root = tmp_path_factory.mktemp("bert_runs")
-    data = {"bert_classification": ("reviews_bert", "reviews", "cross_entropy", "accuracy"),
-            "bert_pair": ("stsb_bert", "stsb", "mse", "pearson"),
-            "bert_lm": ("peoples_daily_mlm", "peoples_daily", "mlm", "mlm_accuracy")}
+    setups = {"bert_classification": ("reviews_bert", "reviews", "cross_entropy", "accuracy"),
+              "bert_pair": ("stsb_bert", "stsb", "mse", "pearson"),
+              "bert_siamese": ("stsb_bert", "stsb", "mse", "pearson"),
+              "bert_lm": ("peoples_daily_mlm", "peoples_daily", "mlm", "mlm_accuracy"),
+              "bert_pretrain": ("peoples_daily_mlm", "peoples_daily", "mlm_sop", "mlm_accuracy")}
 
     def get(name: str) -> Path:
         if name not in runs:
-            parent, sample, loss, metric = data[name]
-            folder = root / name
-            folder.mkdir()
+            parent, sample, loss, metric = setups[name]
             extra = {"__ignore__": ["threshold"]} if sample == "reviews" else {}
-            data_dir = prepro(folder, parent, sample, vocab_file=VOCAB, max_len=48, **extra)
-            runs[name] = train_run(folder, data_dir, model=name, loss=loss, major_metric=metric, **TINY_BERT)
+            if name == "bert_pretrain":
+                extra["processor"] = "bert_pretrain"
+            key = f"{parent}-{extra.get('processor', '')}"
+            if key not in data_dirs:
+                folder = root / f"data_{len(data_dirs)}"
+                folder.mkdir()
+                data_dirs[key] = prepro(folder, parent, sample, vocab_file=VOCAB, max_len=48, **extra)
+            runs[name] = train_run(root, data_dirs[key], model=name, loss=loss, major_metric=metric, **TINY_BERT)
         return runs[name]
 
     return get

@@ -9,6 +9,8 @@ import pytest
 import torch
 from export_helpers import eager_and_batches, export
 
+from xdpx.cli import x_script
+
 MODELS = ["cls_cnn", "cls_lstm", "match_cnn", "re2"]
 
 
@@ -42,7 +44,7 @@ def test_torchscript_export_reloads_and_matches_eager_at_other_shapes(model, tra
         torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", ["cls_cnn", "cls_lstm", "re2"])  # match_cnn: TorchScript only (time)
 def test_onnx_export_has_dynamic_axes_and_matches_eager_in_onnxruntime(model, trained, tmp_path):
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
@@ -64,3 +66,29 @@ def test_onnx_export_has_dynamic_axes_and_matches_eager_in_onnxruntime(model, tr
             expected = run.model(**batch).numpy()
         assert actual.shape == expected.shape
         np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_dry_run_checks_the_config_and_writes_nothing(trained, tmp_path, capsys):
+    save_dir = trained("cls_cnn")
+    config = tmp_path / "export.hjson"
+    config.write_text(json.dumps({"save_dir": str(save_dir), "out_dir": str(tmp_path / "out")}))
+    assert x_script(["export_onnx", str(config), "--dry"]) == 0
+    assert "parity_samples" in capsys.readouterr().out and not (tmp_path / "out").exists()
+    config.write_text(json.dumps({"save_dir": str(save_dir), "out_dir": str(tmp_path / "out"), "chekpoint": "<last>"}))
+    assert x_script(["export_torchscript", str(config)]) == 2
+    assert "export.hjson: unknown key 'chekpoint'. Did you mean 'checkpoint'?" in capsys.readouterr().err
+    config.write_text(json.dumps({"save_dir": str(tmp_path / "nowhere"), "out_dir": str(tmp_path / "out")}))
+    assert x_script(["export_torchscript", str(config)]) == 2
+    assert f"key 'save_dir': path '{tmp_path / 'nowhere'}' does not exist" in capsys.readouterr().err
+    assert x_script(["export_torchscript"]) == 2  # usage
+
+
+def test_a_missing_checkpoint_or_data_is_a_clear_error(trained, tmp_path, capsys):
+    save_dir = trained("cls_cnn")
+    code, out_dir = export("export_torchscript", tmp_path, save_dir, checkpoint=str(save_dir / "checkpoint-999.pt"))
+    assert code == 1
+    assert "checkpoint-999.pt' does not exist" in capsys.readouterr().err
+    code, out_dir = export("export_torchscript", tmp_path, save_dir, parity_data_dir=str(tmp_path))
+    assert code == 1
+    assert f"data_dir {tmp_path} holds no samples" in capsys.readouterr().err
+    assert not (out_dir / "model.pt").exists()
