@@ -74,7 +74,7 @@ def test_x_viz_draws_every_figure_with_the_reference(two_runs, tmp_path):
     assert {"loss.png", "accuracy.png", "auc.png", "f1.png", "lr.png", "grad_norm.png", "clip_rate.png"} <= names
     assert "loss_scale.png" not in names  # no fp16: nothing to draw
     width, height = png_size(plots / "accuracy.png")
-    assert (width, height) == (990, 572)
+    assert (width, height) == (1050, 520)
     assert not (bs32 / "plots").exists()  # references are read, never written
 
 

@@ -46,10 +46,11 @@ def plan(save_dir: str) -> tuple[set[int], list[str]]:
     return keep, sorted(delete)
 
 
-def clean(root: str, dry: bool = False, out: Any = sys.stdout) -> int:
+def clean(root: str, dry: bool = False, out: Any = None) -> int:
     """Clean every run below ``root``; the bytes freed (or that would be with ``dry``)."""
     from xdpx.viz.runs import find_runs
 
+    out = out or sys.stdout
     freed = 0
     for save_dir in find_runs(root):
         keep, delete = plan(save_dir)
