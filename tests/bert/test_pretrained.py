@@ -120,3 +120,29 @@ def test_a_directory_without_weights_and_a_foreign_file(tmp_path):
     torch.save({"encoder.conv.weight": torch.zeros(2)}, tmp_path / "other.pt")
     with pytest.raises(UserError, match="no parameter name matches this model"):
         build().load_pretrained(str(tmp_path / "other.pt"))
+
+
+@pytest.mark.tf
+def test_from_tf_reads_a_tf_written_checkpoint_with_its_bert_config(tmp_path):
+    """A TF checkpoint (written by TensorFlow under Google's names) and bert_config.json beside it:
+    from_tf: true gives the architecture and the encoder of the source model."""
+    pytest.importorskip("tensorflow")
+    import json
+
+    from xdpx.export.tf_checkpoint import write_tf_bert_checkpoint
+    from xdpx.models import models
+
+    source = build(model="bert_lm", loss="mlm", major_metric="mlm_accuracy", hidden_act="relu").eval()
+    prefix = write_tf_bert_checkpoint(source.state_dict(), str(tmp_path))
+    (tmp_path / "bert_config.json").write_text(json.dumps(source.hf_config()))
+    args = _resolved("bert_classification", prefix, from_tf=True, num_classes=2)
+    assert (args.hidden_size, args.hidden_act) == (32, "relu")
+    model = models.get("bert_classification").build(args)
+    logged = []
+    model.load_pretrained(prefix, logged.append)
+    assert "unexpected keys (ignored): ['cls.predictions" in logged[0] and "'bert.embeddings" not in logged[0]
+    inputs = batch()
+    with torch.no_grad():
+        ours, _ = model.eval().bert(**inputs)
+        expected, _ = source.bert(**inputs)
+    torch.testing.assert_close(ours, expected, atol=1e-6, rtol=1e-6)
