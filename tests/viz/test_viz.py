@@ -133,3 +133,23 @@ def test_tensorboard_event_files_mirror_the_logs(reviews, tmp_path):
     assert np.allclose([v for _, v in train_loss], [v for _, v in expected], rtol=1e-5)
     accuracy = [(e.step, e.value) for e in events.Scalars("valid/accuracy")]
     assert accuracy == [(int(r["step"]), pytest.approx(float(r["accuracy"]))) for r in read_rows(run / "valid.log.tsv")]
+
+
+def test_x_viz_reads_and_writes_a_remote_run_directory(two_runs, tmp_path):
+    from xdpx import io
+
+    remote = f"memory://viz-test-{tmp_path.name}"
+    io.copytree(str(two_runs[1]), f"{remote}/bs32")
+    assert x_viz(tmp_path, save_dir=f"{remote}/bs32", ref_dir=[str(two_runs[0])]) == 0
+    names = io.listdir(f"{remote}/bs32/plots")
+    assert "accuracy.png" in names and "loss.png" in names
+    with io.open(f"{remote}/bs32/plots/accuracy.png", "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fp16_run_gets_a_loss_scale_figure(reviews, tmp_path):
+    code, run = train(tmp_path, reviews, "fp16", fp16=True, max_epoch=1, eval_interval=-1)
+    assert code == 0
+    assert x_viz(tmp_path, save_dir=str(run)) == 0
+    scales = {float(r["loss_scale"]) for r in read_rows(run / "train.log.tsv")}
+    assert scales and (run / "plots" / "loss_scale.png").exists()
