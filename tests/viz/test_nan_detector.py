@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from conftest import PLANTED, train
+from viz_helpers import PLANTED, train
 
 from xdpx.debug.nan_detector import NanDetector
 

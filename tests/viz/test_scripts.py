@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from conftest import read_rows, train, write_train_config
+from viz_helpers import read_rows, train, write_train_config
 
 from xdpx.cli import x_script
 

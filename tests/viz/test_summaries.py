@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import PLANTED, read_rows, train
+from viz_helpers import PLANTED, read_rows, train
 
 from xdpx.logger import SummaryLog, mode
 from xdpx.train.logs import TsvLog

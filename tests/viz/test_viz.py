@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import read_rows, train
+from viz_helpers import read_rows, train
 
 from xdpx.cli import run_chain
 from xdpx.viz.align import Axis
