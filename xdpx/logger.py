@@ -20,7 +20,7 @@ training state, so a resumed run logs the same values as one never interrupted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 TRAIN, VALID = "train", "valid"
@@ -115,14 +115,6 @@ class _Mode:
 def mode(which: str | None) -> _Mode:
     """``with mode('train'):`` summaries added inside are recorded (the trainer uses this)."""
     return _Mode(log, which)
-
-
-def summary_names(names: Iterable[str], reserved: Iterable[str]) -> None:
-    """Fail clearly when a summary would overwrite a column the trainer writes itself."""
-    clash = sorted(set(names) & set(reserved))
-    if clash:
-        raise ValueError(f"summary name(s) {', '.join(clash)} are columns of the run's logs already: "
-                         "choose other names in log.add_summary / reduce_fn")
 
 
 log = SummaryLog()

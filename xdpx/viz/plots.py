@@ -110,7 +110,7 @@ def _best_edge(color: str, main: bool) -> str:
     return "#145214" if main else color
 
 
-def plot_metric(axis: Axis, runs: Sequence[Run], name: str, train_column: str | None, valid_column: str | None,
+def plot_metric(axis: Axis, runs: Sequence[Run], train_column: str | None, valid_column: str | None,
                 title: str, ylabel: str, log_y: bool = False, hline: tuple[float, str] | None = None,
                 subtitle: str = "") -> Any:
     """One figure: ``valid_column`` of valid.log.tsv (solid, best dot) and ``train_column`` of
@@ -175,7 +175,7 @@ def plot_runs(runs: Sequence[Run], out_dir: str, figext: str = "png", walltime: 
     valid_subset = main.args.get("valid_subset") or "valid"
     figures: list[tuple[str, Any]] = []
 
-    figures.append(("loss", plot_metric(axis, runs, "loss", "loss", "loss", f"loss (train and {valid_subset})",
+    figures.append(("loss", plot_metric(axis, runs, "loss", "loss", f"loss (train and {valid_subset})",
                                         main.args.get("loss") or "loss")))
     # single-label classification: micro precision/recall/f1 equal accuracy; one figure says it all
     same: dict[str, list[str]] = {}
@@ -193,16 +193,16 @@ def plot_runs(runs: Sequence[Run], out_dir: str, figext: str = "png", walltime: 
     for metric, equal in same.items():
         title = f"{metric} on {valid_subset}" + (" (major metric)" if metric == main.major_metric else "")
         subtitle = f"same values, not drawn again: {', '.join(equal)}" if equal else ""
-        figures.append((metric, plot_metric(axis, runs, metric, None, metric, title, metric, subtitle=subtitle)))
+        figures.append((metric, plot_metric(axis, runs, None, metric, title, metric, subtitle=subtitle)))
     for column, (title, ylabel, log_y) in TRAIN_FIGURES.items():
         hline = None
         if column == "grad_norm" and main.args.get("clip_norm"):
             hline = (float(main.args["clip_norm"]), f"clip_norm {main.args['clip_norm']:g}")
-        figures.append((column, plot_metric(axis, runs, column, column, None, title, ylabel, log_y, hline)))
+        figures.append((column, plot_metric(axis, runs, column, None, title, ylabel, log_y, hline)))
     taken = {name for name, _ in figures}
     for summary in main.summaries():
         name = summary if summary not in taken else f"summary_{summary}"
-        figures.append((name, plot_metric(axis, runs, summary, summary, None, f"{summary} (summary, train)",
+        figures.append((name, plot_metric(axis, runs, summary, None, f"{summary} (summary, train)",
                                           summary)))
 
     io.makedirs(out_dir)

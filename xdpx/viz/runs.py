@@ -98,16 +98,6 @@ class Run:
             return int(self.args["batch_size"]) * int(self.args.get("update_freq") or 1)
         return None
 
-    @property
-    def finished(self) -> bool:
-        """The log's last line says done/stopped (a run still in progress or paused does not)."""
-        path = io.join(self.save_dir, self.args.get("log_file") or "log.txt")
-        if not io.exists(path):
-            return False
-        with io.open(path) as f:
-            lines = f.read().splitlines()
-        return bool(lines) and bool(re.search(r"\| (done|stopped): ", lines[-1]))
-
     def valid_metrics(self) -> list[str]:
         """Metric columns of valid.log.tsv (loss first), without the bookkeeping columns."""
         names: list[str] = []
