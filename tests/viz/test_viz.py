@@ -93,6 +93,11 @@ def test_x_viz_on_a_folder_that_is_not_a_run_says_so(tmp_path, capsys):
     assert "matches no run directory" in capsys.readouterr().err
 
 
+def test_x_viz_checks_the_references_before_drawing(two_runs, tmp_path, capsys):
+    assert x_viz(tmp_path, save_dir=str(two_runs[0]), ref_dir={"old": str(tmp_path / "gone")}) == 1
+    assert f"ref_dir: {tmp_path / 'gone'} is not a run directory" in capsys.readouterr().err
+
+
 def test_training_draws_the_plots_and_survives_a_plotting_failure(reviews, tmp_path, monkeypatch):
     code, run = train(tmp_path, reviews, "short", viz=True, max_epoch=1)
     assert code == 0 and not (run / "plots").exists()  # a run of seconds: not worth the drawing time

@@ -88,6 +88,12 @@ class VizCommand(Command):
             raise UserError(f"save_dir {args.save_dir!r} matches no run directory (a folder with args.py "
                             "and train.log.tsv)")
         refs = reference_dirs(args.ref_dir)
+        from xdpx.viz.runs import is_run_dir
+
+        missing = [path for _, path in refs if not is_run_dir(path.rstrip("/"))]
+        if missing:
+            raise UserError(f"ref_dir: {', '.join(missing)} is not a run directory (a folder with args.py and "
+                            "train.log.tsv): check the path")
         if dry:
             print(f"# would plot {', '.join(runs)}" + (f" against {', '.join(p for _, p in refs)}" if refs else ""))
             return
