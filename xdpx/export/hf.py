@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from xdpx import io
+from xdpx.export.companions import labels_of
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
 from xdpx.export.tf_checkpoint import TIED_KEYS
 
@@ -50,6 +51,10 @@ def write_hf_directory(run: Any, out_dir: str) -> str:
     architecture = check_exportable(run)
     config = run.model.hf_config()
     config["architectures"] = [architecture]
+    labels = labels_of(run)  # from the run directory's target_map.txt: right even if data_dir has moved
+    if labels is not None and config.get("num_labels") == len(labels):
+        config["id2label"] = {str(i): label for i, label in enumerate(labels)}
+        config["label2id"] = {label: i for i, label in enumerate(labels)}
     io.makedirs(out_dir)
     state = {k: v.detach().contiguous() for k, v in run.model.state_dict().items() if k not in TIED_KEYS}
     with io.open(io.join(out_dir, "model.safetensors"), "wb") as f:

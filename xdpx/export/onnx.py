@@ -21,11 +21,13 @@ MODEL_FILE = "model.onnx"
 
 
 def require_onnx() -> None:
+    import importlib
+
     from xdpx.cli import UserError
 
     for module in ("onnx", "onnxruntime", "onnxscript"):
         try:
-            __import__(module)
+            importlib.import_module(module)
         except ImportError as e:
             raise UserError(f"export_onnx needs {module}: pip install -e '.[onnx]' ({e})") from e
 
