@@ -137,6 +137,7 @@ def make_handler(predictor: Predictor, batcher: Batcher, info: dict[str, Any]) -
     class Handler(BaseHTTPRequestHandler):
         server_version = "x-serve"
         protocol_version = "HTTP/1.1"
+        timeout = 60  # seconds a connection may stay silent (a body shorter than its Content-Length...)
 
         def _send(self, status: int, payload: Any) -> None:
             body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
