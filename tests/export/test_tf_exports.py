@@ -46,6 +46,12 @@ def test_export_tf_savedmodel_matches_the_run(fix_len, tf, bert_trained, tmp_pat
         out = serving(**{n: tf.constant(batch[n].numpy()) for n in INPUTS})["logits"].numpy()
         with torch.no_grad():
             np.testing.assert_allclose(out, run.model(**batch).numpy(), atol=1e-4, rtol=1e-4)
+    if not fix_len:  # from_tf also reads a SavedModel that export_tf wrote: the very same weights
+        model = fresh_model(run, from_tf=True)
+        model.load_pretrained(str(out_dir), log=lambda _: None)
+        with torch.no_grad():
+            for batch in batches:
+                torch.testing.assert_close(model(**batch), run.model(**batch), atol=0, rtol=0)
 
 
 def test_export_tf_checkpoint_then_from_tf_and_export_pt_give_the_same_model(tf, bert_trained, tmp_path):

@@ -4,7 +4,8 @@ from Hugging Face names (``bert.encoder.layer.0.attention.self.query.weight``), 
 TF dense kernels are ``[in, out]``; torch Linear weights are ``[out, in]``: kernels are transposed on the
 way in and out. Embedding tables and the classifier's ``output_weights`` (``[num_labels, hidden]`` in
 Google's run_classifier.py) keep their layout. Optimizer slots (``adam_m``, ``adam_v``) and counters
-(``global_step``) are skipped. TensorFlow is imported only inside the functions (optional extra
+(``global_step``) are skipped. A SavedModel written by export_tf reads back too (its variables are the
+HF-named weights). TensorFlow is imported only inside the functions (optional extra
 ``xdpx[tf]``); remote checkpoints (s3://, oss://...) are fetched to a local temp folder first.
 """
 
@@ -128,14 +129,41 @@ def local_checkpoint(path: str) -> Iterator[str]:
         yield os.path.join(tmp, prefix)
 
 
+def read_export_savedmodel(path: str) -> dict[str, np.ndarray]:
+    """HF-named arrays of a SavedModel written by export_tf (its variables are the HF-named weights)."""
+    from xdpx.cli import UserError
+
+    tf = require_tensorflow()
+    suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
+    with tempfile.TemporaryDirectory(prefix="xdpx-tf-") as tmp:
+        local = path
+        if io.is_remote(path):
+            local = os.path.join(tmp, "savedmodel")
+            io.copytree(path, local)
+        reader = tf.train.load_checkpoint(os.path.join(local, "variables", "variables"))
+        weights = {}
+        for key in reader.get_variable_to_shape_map():
+            if key.startswith("w/") and key.endswith(suffix):
+                # object-graph keys escape '/' as '.S' and '.' as '..'; our variable names are HF names with '/'
+                name = re.sub(r"\.(S|\.)", lambda m: "/" if m.group(1) == "S" else ".", key[2: -len(suffix)])
+                weights[name.replace("/", ".")] = np.asarray(reader.get_tensor(key))
+    if not weights:
+        raise UserError(f"{path}: a SavedModel that export_tf did not write (no BERT weights found); give the "
+                        "TF checkpoint (bert_model.ckpt) instead")
+    return weights
+
+
 def read_tf_bert_checkpoint(path: str, skip_unknown: bool = True) -> dict[str, np.ndarray]:
-    """HF-named float arrays of a TF BERT checkpoint (prefix or folder, local or remote).
+    """HF-named float arrays of a TF BERT checkpoint (prefix or folder, local or remote), or of a
+    SavedModel folder written by export_tf.
 
     MLM checkpoints also get the tied names (``cls.predictions.decoder.weight/bias``) so the result
     loads into BertForMaskedLM-keyed models without missing keys. Unknown variables are skipped
     (``skip_unknown``) or raise.
     """
     tf = require_tensorflow()
+    if io.isdir(path) and io.exists(io.join(path, "saved_model.pb")):
+        return _tie(read_export_savedmodel(path))
     weights: dict[str, np.ndarray] = {}
     unknown = []
     with local_checkpoint(path) as prefix:
@@ -152,6 +180,11 @@ def read_tf_bert_checkpoint(path: str, skip_unknown: bool = True) -> dict[str, n
             weights[hf] = np.ascontiguousarray(value.T if transpose else value)
     if unknown and not skip_unknown:
         raise ValueError(f"{path}: variables with no BERT name: {unknown[:10]}")
+    return _tie(weights)
+
+
+def _tie(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Add the MLM decoder's tied names, as a state_dict of BertForMaskedLM has them."""
     if "cls.predictions.bias" in weights and "bert.embeddings.word_embeddings.weight" in weights:
         weights["cls.predictions.decoder.weight"] = weights["bert.embeddings.word_embeddings.weight"]
         weights["cls.predictions.decoder.bias"] = weights["cls.predictions.bias"]
