@@ -48,8 +48,12 @@ def cnn_run(prepared: Callable[[str], Path], tmp_path_factory: pytest.TempPathFa
 
 
 def postgres_bin() -> str | None:
-    """The folder of initdb and pg_ctl: XDPX_PG_BIN, the PATH, or Debian's /usr/lib/postgresql/<v>/bin."""
-    candidates = [os.environ.get("XDPX_PG_BIN")]
+    """The folder of initdb and pg_ctl: XDPX_PG_BIN when set (only there), else the PATH or Debian's
+    /usr/lib/postgresql/<v>/bin."""
+    if os.environ.get("XDPX_PG_BIN"):
+        folder = os.environ["XDPX_PG_BIN"]
+        return folder if all(os.path.exists(os.path.join(folder, t)) for t in ("initdb", "pg_ctl")) else None
+    candidates = []
     found = shutil.which("pg_ctl")
     if found:
         candidates.append(os.path.dirname(os.path.realpath(found)))

@@ -70,7 +70,7 @@ def test_sqlite_table_predicts_like_the_text_file(cnn_run: Path, tmp_path: Path)
     check_table_like_text_file(cnn_run, url, tmp_path)
 
 
-def test_postgresql_table_predicts_like_the_text_file(cnn_run: Path, postgres_url: str, tmp_path: Path) -> None:
+def test_postgresql_table_predicts_like_the_text_file(postgres_url: str, cnn_run: Path, tmp_path: Path) -> None:
     fill_table(postgres_url, "reviews", rows_of_text_file())
     check_table_like_text_file(cnn_run, postgres_url, tmp_path)
 
@@ -97,3 +97,25 @@ def test_passwords_never_shown() -> None:
     assert "s3cret" not in redact_url(url) and "reader:***@db.example" in redact_url(url)
     assert split_sql_url(url) == ("postgresql://reader:s3cret@db.example:5432/shop?sslmode=require", "reviews",
                                   ["text", "label"])
+
+
+@pytest.mark.parametrize("required", [True, False])
+def test_missing_postgresql_fails_in_ci_and_skips_elsewhere(required: bool, tmp_path: Path) -> None:
+    """CI sets XDPX_REQUIRE_POSTGRES=1: there a machine without PostgreSQL fails the test, never skips it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XDPX_PG_BIN": str(tmp_path / "no-postgres-here")}
+    env.pop("XDPX_REQUIRE_POSTGRES", None)
+    if required:
+        env["XDPX_REQUIRE_POSTGRES"] = "1"
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                             f"{__file__}::test_postgresql_table_predicts_like_the_text_file"],
+                            capture_output=True, text=True, env=env, cwd=Path(__file__).parent, timeout=300)
+    if required:
+        assert result.returncode == 1 and "ERROR at setup of test_postgresql_table" in result.stdout
+        assert "XDPX_REQUIRE_POSTGRES=1 but initdb/pg_ctl are not installed" in result.stdout
+    else:
+        assert result.returncode == 0 and "SKIPPED [1]" in result.stdout
+        assert "initdb/pg_ctl are not installed (apt-get install -y postgresql)" in result.stdout
