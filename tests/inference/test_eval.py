@@ -183,3 +183,16 @@ def test_bert_run_raw_file_and_split_equal_valid_log(prepared, tmp_path: Path) -
     split, raw = read_tsv(out)
     last = read_tsv(run / "valid.log.tsv")[-1]
     assert [split[c] for c in METRIC_COLUMNS] == [last[c] for c in METRIC_COLUMNS] == [raw[c] for c in METRIC_COLUMNS]
+
+
+def test_command_modules_import_no_torch() -> None:
+    """x-eval and x-pred are loaded with every command (x-train --dry too): they must stay light."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from xdpx.command import commands; commands.get('x-eval'); commands.get('x-pred'); "
+            "import xdpx.inference.serve, xdpx.inference.options; "
+            "print(sorted(m for m in ('torch', 'numpy', 'sqlalchemy', 'pyarrow') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
