@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.bert.bert_helpers import batch, bert_args
-from tests.bert.test_training import COMMON, last_eval, weights
+from tests.bert.test_bert_training import COMMON, last_eval, weights
 from xdpx.cli import run_chain
 
 
