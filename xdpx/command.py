@@ -14,10 +14,38 @@ from xdpx.config.options import Args, Option
 from xdpx.registry import Registry
 
 # Command modules keep their top-level imports light (no torch): `x-train --dry` stays fast.
-commands = Registry("command", modules=("xdpx.data.prepro", "xdpx.train.command", "xdpx.viz.command", "xdpx.scripts.export_torchscript", "xdpx.scripts.export_onnx", "xdpx.scripts.export_hf", "xdpx.scripts.export_tf", "xdpx.scripts.export_pt", "xdpx.inference.evaluate",
-                                          "xdpx.inference.predict",))
-scripts = Registry("script", modules=("xdpx.scripts.options", "xdpx.scripts.options_docs", "xdpx.scripts.show_data", "xdpx.scripts.aggregate_results", "xdpx.scripts.diff_params",
-                                     "xdpx.scripts.clean_checkpoints", "xdpx.scripts.profile", "xdpx.scripts.export_torchscript", "xdpx.scripts.export_onnx", "xdpx.scripts.export_hf", "xdpx.scripts.export_tf", "xdpx.scripts.export_pt"))
+commands = Registry(
+    "command",
+    modules=(
+        "xdpx.data.prepro",
+        "xdpx.train.command",
+        "xdpx.inference.evaluate",
+        "xdpx.inference.predict",
+        "xdpx.viz.command",
+        "xdpx.scripts.export_torchscript",
+        "xdpx.scripts.export_onnx",
+        "xdpx.scripts.export_hf",
+        "xdpx.scripts.export_tf",
+        "xdpx.scripts.export_pt",
+    ),
+)
+scripts = Registry(
+    "script",
+    modules=(
+        "xdpx.scripts.options",
+        "xdpx.scripts.options_docs",
+        "xdpx.scripts.show_data",
+        "xdpx.scripts.aggregate_results",
+        "xdpx.scripts.diff_params",
+        "xdpx.scripts.clean_checkpoints",
+        "xdpx.scripts.profile",
+        "xdpx.scripts.export_torchscript",
+        "xdpx.scripts.export_onnx",
+        "xdpx.scripts.export_hf",
+        "xdpx.scripts.export_tf",
+        "xdpx.scripts.export_pt",
+    ),
+)
 
 COMMON_OPTIONS = [
     Option("user_dir", str, default=None,

@@ -9,8 +9,6 @@ a real position), and the backward direction runs over each text reversed within
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -113,24 +111,3 @@ def export_form(model: nn.Module) -> nn.Module:
     if bert is not None and isinstance(model, bert.BertSiamese):
         return FullWidthSiamese(model).eval()
     return model
-
-
-@contextmanager
-def export_context(model: nn.Module) -> Iterator[None]:
-    """While exporting a BERT model: attention always through the mask (no branch on the data)."""
-    import sys
-
-    bert = sys.modules.get("xdpx.models.bert")
-    if bert is None or not any(isinstance(m, bert.BertModel) for m in model.modules()):
-        yield
-        return
-    original = bert.attention_bias
-
-    def always_masked(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-        return None if attention_mask is None else attention_mask.bool()[:, None, None, :]
-
-    bert.attention_bias = always_masked
-    try:
-        yield
-    finally:
-        bert.attention_bias = original

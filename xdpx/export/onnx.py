@@ -13,7 +13,7 @@ import tempfile
 from typing import Any
 
 from xdpx import io
-from xdpx.export.export_forms import export_context, export_form
+from xdpx.export.export_forms import export_form
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
 from xdpx.export.wrapping import PositionalModel, positional
 
@@ -83,7 +83,7 @@ def export_onnx(run: Any, out_dir: str, samples: list[dict[str, Any]],
     with tempfile.TemporaryDirectory() as tmp:
         local = os.path.join(tmp, MODEL_FILE)
         try:
-            with torch.no_grad(), export_context(run.model):
+            with torch.no_grad():
                 torch.onnx.export(wrapper, positional(example, input_names), local, input_names=input_names,
                                   output_names=output_names(run.model, example), dynamic_shapes=(dynamic,),
                                   dynamo=True, external_data=False, opset_version=opset_version)

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from xdpx import io
-from xdpx.export.export_forms import export_context, export_form
+from xdpx.export.export_forms import export_form
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
 from xdpx.export.wrapping import PositionalModel, positional
 
@@ -22,7 +22,7 @@ MODEL_FILE = "model.pt"
 
 def trace(model: torch.nn.Module, input_names: list[str], example: dict[str, Any]) -> torch.jit.ScriptModule:
     wrapper = PositionalModel(export_form(model), input_names).eval()
-    with torch.no_grad(), export_context(model):
+    with torch.no_grad():
         # check_trace compares on the same input only; check_parity below tries other shapes.
         return torch.jit.trace(wrapper, positional(example, input_names), check_trace=False)
 

@@ -162,8 +162,14 @@ class BertModel(nn.Module):
 
 
 def attention_bias(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """``[B, 1, 1, T]`` boolean (True = attend) for SDPA; None when no token is padding (the fast path)."""
-    if attention_mask is None or bool(attention_mask.all()):
+    """``[B, 1, 1, T]`` boolean (True = attend) for SDPA; None when no token is padding (the fast path).
+
+    The fast path branches on the data, which tracing (TorchScript) and torch.export (ONNX) would bake
+    into the exported graph: while exporting, the mask is always applied (same outputs, no branch)."""
+    if attention_mask is None:
+        return None
+    exporting = torch.jit.is_tracing() or torch.compiler.is_exporting()
+    if not exporting and bool(attention_mask.all()):
         return None
     return attention_mask.bool()[:, None, None, :]
 

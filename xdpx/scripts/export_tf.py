@@ -21,7 +21,7 @@ SAVEDMODEL_OPTIONS = [
     Option("signature_def_key", str, default="serving_default", doc="name of the SavedModel's serving signature"),
     Option("fix_len", bool, default=False,
            doc="inputs of a fixed length (the run's max_len; pad shorter batches) instead of dynamic padding"),
-    Option("check_outputs", bool, default=False,
+    Option("check_outputs", bool, default=True,
            doc="load the SavedModel with TensorFlow and compare its outputs with the PyTorch model on real samples"),
 ]
 CHECKPOINT_OPTIONS = [
