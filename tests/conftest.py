@@ -3,11 +3,14 @@ through s3fs). Tests that do not ask for ``s3_endpoint`` / ``s3_root`` never sta
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from xdpx.cli import run_chain
 from xdpx.io import testing
 from xdpx.io.testing import fake_aws_env, start_moto_server, use_s3_endpoint
 
@@ -54,3 +57,19 @@ def s3_endpoint() -> Iterator[str]:
 def s3_root(s3_endpoint: str) -> str:
     """A fresh prefix in the test bucket, so tests never see each other's objects."""
     return f"s3://{BUCKET}/{uuid.uuid4().hex[:10]}"
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def reviews(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """x-prepro of examples/data/sample/reviews (char_zh, own vocabulary), once per test session."""
+    root = tmp_path_factory.mktemp("reviews")
+    config = root / "prepro.hjson"
+    config.write_text(json.dumps({
+        "__parent__": str(REPO / "examples/prepro/reviews_char"),
+        "data_source": str(REPO / "examples/data/sample/reviews"), "data_dir": str(root / "data"), "workers": 1,
+    }))
+    assert run_chain(["x-prepro", str(config)]) == 0
+    return root / "data"

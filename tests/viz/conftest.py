@@ -3,27 +3,11 @@ samples, tiny real training runs, and the test-only components of tests/viz/plan
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
-from viz_helpers import REPO, train
-
-from xdpx.cli import run_chain
-
-
-@pytest.fixture(scope="session")
-def reviews(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """x-prepro of examples/data/sample/reviews (char_zh, own vocabulary)."""
-    root = tmp_path_factory.mktemp("reviews")
-    config = root / "prepro.hjson"
-    config.write_text(json.dumps({
-        "__parent__": str(REPO / "examples/prepro/reviews_char"),
-        "data_source": str(REPO / "examples/data/sample/reviews"), "data_dir": str(root / "data"), "workers": 1,
-    }))
-    assert run_chain(["x-prepro", str(config)]) == 0
-    return root / "data"
+from viz_helpers import train
 
 
 @pytest.fixture(scope="session")
