@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class BadLine(ValueError):
     """A line that cannot become a sample. ``where`` is ``file:line`` once the reader knows it."""
@@ -25,3 +27,14 @@ class BadLine(ValueError):
 
 def excerpt(text: str, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def decode_utf8(raw: Any) -> Any:
+    """A record as text: bytes are decoded as UTF-8, and bytes that are not UTF-8 are a :class:`BadLine`
+    (the caller adds file:line); anything else (text, a table row's columns) is returned as it is."""
+    if isinstance(raw, bytes):
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BadLine(f"bytes that are not UTF-8 at position {e.start}") from None
+    return raw

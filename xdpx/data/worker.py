@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from xdpx.data.errors import BadLine
+from xdpx.data.errors import BadLine, decode_utf8
 
 _STATE: ChunkWorker | None = None  # this process's worker (one per process; set by init_worker)
 
@@ -71,11 +71,7 @@ class ChunkWorker:
         out = []
         for number, raw in raw_records:
             try:
-                if isinstance(raw, bytes):
-                    try:
-                        raw = raw.decode("utf-8")
-                    except UnicodeDecodeError as e:
-                        raise BadLine(f"bytes that are not UTF-8 at position {e.start}") from None
+                raw = decode_utf8(raw)
                 texts, label = self.loader.fields(self.parser.parse(raw), labelled)
             except BadLine as e:
                 located = e.located(f"{path}:{number}", raw)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from xdpx.data.errors import BadLine
+from xdpx.data.errors import BadLine, decode_utf8
 
 _ENCODER: RecordEncoder | None = None  # this process's encoder (set by init_encoder)
 
@@ -50,11 +50,7 @@ class RecordEncoder:
         rows = []
         for number, raw in records:
             try:
-                if isinstance(raw, bytes):
-                    try:
-                        raw = raw.decode("utf-8")
-                    except UnicodeDecodeError as e:
-                        raise BadLine(f"bytes that are not UTF-8 at position {e.start}") from None
+                raw = decode_utf8(raw)
                 columns = raw if isinstance(raw, list) else self.parser.parse(raw)
                 texts, label = self.loader.fields(columns, labelled)
             except BadLine as e:
