@@ -89,13 +89,9 @@ class LoadedModel:
         return is_regression(self.run_args)
 
     def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
-        if self.device.type == "cpu":
-            return batch
-        batch = dict(batch)
-        batch["net_input"] = {k: v.to(self.device, non_blocking=True) for k, v in batch["net_input"].items()}
-        if batch.get("target") is not None:
-            batch["target"] = batch["target"].to(self.device, non_blocking=True)
-        return batch
+        from xdpx.train.batching import batch_to_device
+
+        return batch_to_device(batch, self.device)
 
 
 def processor_dir(args: Args, run_args: Args) -> str:
@@ -133,29 +129,10 @@ def choose_checkpoint(args: Args, run_args: Args) -> tuple[str | None, bool]:
 
 
 def load_weights_into(model: Any, path: str, strict: bool, say: Any = print) -> None:
-    """Load ``path`` into ``model``; shape mismatches fail; missing/unexpected keys fail when ``strict``
-    (a checkpoint of this very run), else they are listed (pretrained weights for another head...)."""
-    from xdpx.train.checkpoints import load_weights
+    """:func:`xdpx.train.checkpoints.load_weights_into` with the hint that fits x-eval / x-pred."""
+    from xdpx.train.checkpoints import load_weights_into as load
 
-    weights = load_weights(path)
-    own = model.state_dict()
-    mismatched = [f"{k} {tuple(v.shape)} vs the model's {tuple(own[k].shape)}" for k, v in weights.items()
-                  if k in own and tuple(own[k].shape) != tuple(v.shape)]
-    if mismatched:
-        raise UserError(f"{path}: weight shapes differ from the model's: {'; '.join(mismatched[:5])}. "
-                        "Is extra_config changing the model?")
-    missing = sorted(set(own) - set(weights))
-    unexpected = sorted(set(weights) - set(own))
-    if strict and (missing or unexpected):
-        raise UserError(f"{path} does not fit the model {type(model).__name__}: "
-                        + (f"missing keys {missing[:10]}" if missing else "")
-                        + ("; " if missing and unexpected else "")
-                        + (f"unexpected keys {unexpected[:10]}" if unexpected else "")
-                        + ". Check extra_config and checkpoint")
-    model.load_state_dict(weights, strict=False)
-    report = (f"; missing keys (left as initialised): {missing}" if missing else "") + \
-             (f"; unexpected keys (not used): {unexpected}" if unexpected else "")
-    say(f"loaded {path}{report}")
+    load(model, path, strict, say, hint=" Check extra_config and checkpoint")
 
 
 def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> LoadedModel:

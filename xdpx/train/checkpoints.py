@@ -98,3 +98,28 @@ def load_weights(path: str) -> dict[str, Any]:
     if isinstance(obj, dict) and "model" in obj and isinstance(obj["model"], dict) and "counters" in obj:
         return obj["model"]
     return obj
+
+
+def load_weights_into(model: Any, path: str, strict: bool, say: Any = print, hint: str = "") -> None:
+    """Load the weights at ``path`` into ``model``: shape mismatches fail; missing/unexpected keys fail
+    when ``strict`` (a checkpoint of this very model), else they are listed through ``say`` (pretrained
+    weights for another head...). ``hint`` ends the error messages (what to check)."""
+    from xdpx.cli import UserError
+
+    weights = load_weights(path)
+    own = model.state_dict()
+    mismatched = [f"{k} {tuple(v.shape)} vs the model's {tuple(own[k].shape)}" for k, v in weights.items()
+                  if k in own and tuple(own[k].shape) != tuple(v.shape)]
+    if mismatched:
+        raise UserError(f"{path}: weight shapes differ from the model's: {'; '.join(mismatched[:5])}.{hint}")
+    missing = sorted(set(own) - set(weights))
+    unexpected = sorted(set(weights) - set(own))
+    if strict and (missing or unexpected):
+        raise UserError(f"{path} does not fit the model {type(model).__name__}: "
+                        + (f"missing keys {missing[:10]}" if missing else "")
+                        + ("; " if missing and unexpected else "")
+                        + (f"unexpected keys {unexpected[:10]}" if unexpected else "") + f".{hint}")
+    model.load_state_dict(weights, strict=False)
+    report = (f"; missing keys (left as initialised): {missing}" if missing else "") + \
+             (f"; unexpected keys (not used): {unexpected}" if unexpected else "")
+    say(f"loaded {path}{report}")

@@ -21,12 +21,12 @@ from xdpx.logger import TRAIN, VALID
 from xdpx.logger import log as summaries
 from xdpx.logger import mode as summary_mode
 from xdpx.train import distributed
-from xdpx.train.batching import TrainBatches, micro_batches, rank_share, updates_per_epoch
+from xdpx.train.batching import TrainBatches, batch_to_device, micro_batches, rank_share, updates_per_epoch
 from xdpx.train.checkpoints import (
     checkpoint_name,
     full_state_name,
     load_torch,
-    load_weights,
+    load_weights_into,
     resolve_checkpoint,
     save_torch,
     write_index,
@@ -336,14 +336,7 @@ class Trainer:
         self.log_meter.reset()
 
     def _to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
-        device = self.context.device
-        if device.type == "cpu":
-            return batch
-        batch = dict(batch)
-        batch["net_input"] = {k: v.to(device, non_blocking=True) for k, v in batch["net_input"].items()}
-        if batch.get("target") is not None:
-            batch["target"] = batch["target"].to(device, non_blocking=True)
-        return batch
+        return batch_to_device(batch, self.context.device)
 
     def _non_finite_error(self, loss: float, grad_norm: float, where: str = "") -> UserError:
         what = "the loss" if not math.isfinite(loss) else "the gradient norm"
@@ -579,15 +572,8 @@ class Trainer:
         write_snapshot(self.save_dir, self.args.get("user_dir"))
 
     def _load_pretrained(self, module: torch.nn.Module, path: str) -> None:
-        resolved = resolve_checkpoint(path)
-        weights = load_weights(resolved)
-        own = module.state_dict()
-        mismatched = [k for k, v in weights.items() if k in own and tuple(own[k].shape) != tuple(v.shape)]
-        if mismatched:
-            raise UserError(f"pretrained_model {resolved}: shapes differ for {', '.join(mismatched[:5])}")
-        result = module.load_state_dict(weights, strict=False)
-        self.log.info(f"loaded {resolved}" + (f"; missing keys: {result.missing_keys}" if result.missing_keys else "")
-                      + (f"; unexpected keys: {result.unexpected_keys}" if result.unexpected_keys else ""))
+        load_weights_into(module, resolve_checkpoint(path), strict=False, say=self.log.info,
+                          hint=" Check pretrained_model and the model options")
 
     def close(self) -> None:
         if self.tensorboard is not None:
