@@ -180,3 +180,10 @@ def x_script(argv: list[str] | None = None) -> int:
 
 def x_script_entry() -> None:
     sys.exit(x_script())
+
+
+def x_submit() -> None:
+    """``x-submit [flags] x-train config.hjson ...``: check like --dry, then submit to Slurm (docs/submit.md)."""
+    from xdpx.submit.main import main
+
+    sys.exit(main(sys.argv[1:]))

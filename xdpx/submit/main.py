@@ -1,0 +1,88 @@
+"""``x-submit [flags] x-train config.hjson [x-eval eval.hjson ...]``: check, write, try, submit, record.
+
+Nothing reaches the queue unless every config of the chain passes the checks of ``--dry`` and Slurm
+says it can run the request; a refused submission leaves no script and no history line behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import time
+from pathlib import Path
+
+from xdpx.cli import EXIT_CONFIG, EXIT_FAILED, UserError, run_chain, split_chain
+from xdpx.config.errors import ConfigError
+from xdpx.submit import slurm
+from xdpx.submit.history import append_history
+from xdpx.submit.request import RESOURCE_FLAGS, ask_missing, parse_request
+from xdpx.submit.script import job_steps, render_script
+
+
+def check_chain(chain: list[str]) -> bool:
+    """Run the chain with ``--dry`` in this process (the same checks, the same messages on stderr)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return run_chain([*chain, "--dry"]) == 0
+
+
+def main(argv: list[str], *, interactive: bool | None = None) -> int:
+    """x-submit; ``interactive``: may ask for missing flags (default: when stdin and stdout are terminals)."""
+    command_line = ["x-submit", *argv]
+    try:
+        request, chain, given = parse_request(argv)
+        steps = job_steps(split_chain(chain)[0])
+    except ConfigError as e:
+        print(f"x-submit: error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    if not check_chain(chain):
+        print("x-submit: error: the chain does not pass the --dry checks (above); nothing was submitted",
+              file=sys.stderr)
+        return EXIT_CONFIG
+    if interactive is None:
+        interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    if interactive and not given & set(RESOURCE_FLAGS):
+        request = ask_missing(request)
+
+    workdir = Path.cwd()
+    log_dir = (workdir / request.log_dir).resolve()
+    job_name = request.job_name or f"{steps[0][0]}.{Path(steps[0][1]).stem}"
+    text = render_script(request, steps, python=sys.executable, workdir=str(workdir),
+                         log_path=str(log_dir / f"{job_name}.%j.log"), job_name=job_name,
+                         command_line=[t for t in command_line if t != "--dry"])
+    if request.dry:
+        print(text, end="")
+        print(f"x-submit: {len(steps)} step(s) checked (--dry: nothing submitted)", file=sys.stderr)
+        return 0
+    try:
+        job_id, script_path = _submit(text, log_dir, job_name)
+    except ConfigError as e:
+        print(f"x-submit: error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    except UserError as e:
+        print(f"x-submit: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    log_path = str(log_dir / f"{job_name}.{job_id}.log")
+    history = append_history(workdir, command_line, job_id, log_path)
+    print(f"x-submit: submitted job {job_id} ({len(steps)} step(s), {request.nodes} node(s) x "
+          f"{request.processes_per_node} process(es))\n  script  {script_path}\n  log     {log_path}\n"
+          f"  history {history}\n  follow it with: squeue -j {job_id}; tail -f {log_path}")
+    return 0
+
+
+def _submit(text: str, log_dir: Path, job_name: str) -> tuple[str, Path]:
+    """Write the script, try it, submit it; on any refusal remove what this call created."""
+    sbatch = slurm.find_sbatch()
+    created_dir = not log_dir.exists()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    script_path = log_dir / f"{job_name}.{time.strftime('%Y%m%d-%H%M%S')}.{os.getpid()}.sbatch"
+    script_path.write_text(text)
+    try:
+        slurm.check_request(sbatch, str(script_path))
+        return slurm.submit(sbatch, str(script_path)), script_path
+    except BaseException:
+        script_path.unlink()
+        if created_dir and not any(log_dir.iterdir()):
+            log_dir.rmdir()
+        raise

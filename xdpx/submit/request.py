@@ -1,0 +1,139 @@
+"""What a submission asks Slurm for (:class:`JobRequest`), read from x-submit's flags or, on a terminal
+without flags, from a few questions (as pai.sh asked them)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdpx.config.errors import ConfigError
+
+USAGE = ("x-submit [--nodes N] [--gpus-per-node G] [--procs-per-node P] [--cpus C] [--mem M] [--time T] "
+         "[--partition P] [--job-name NAME] [--log-dir DIR] [--dry] x-train config.hjson [x-eval eval.hjson ...]")
+
+# The flags that size the job: when none is given on a terminal, x-submit asks for them.
+RESOURCE_FLAGS = ("nodes", "gpus_per_node", "procs_per_node", "cpus", "mem", "time", "partition")
+
+
+@dataclass
+class JobRequest:
+    """Resources of one job: ``nodes`` x ``procs_per_node`` training processes (one per GPU on GPUs)."""
+
+    nodes: int = 1
+    gpus_per_node: int = 0
+    procs_per_node: int | None = None  # None: one per GPU, or 1 without GPUs
+    cpus: int | None = None  # CPUs per node; None: one per process
+    mem: str | None = None  # per node, Slurm syntax; a bare number means gigabytes (as pai.sh's -m)
+    time: str | None = None  # Slurm time limit, e.g. 2:00:00 or 1-00:00:00
+    partition: str | None = None
+    job_name: str | None = None
+    log_dir: str = "slurm_jobs"
+    dry: bool = False
+
+    @property
+    def processes_per_node(self) -> int:
+        if self.procs_per_node is not None:
+            return self.procs_per_node
+        return self.gpus_per_node or 1
+
+    @property
+    def cpus_per_node(self) -> int:
+        return self.cpus if self.cpus is not None else self.processes_per_node
+
+    @property
+    def slurm_mem(self) -> str | None:
+        if self.mem is None:
+            return None
+        return f"{self.mem}G" if self.mem.isdigit() else self.mem
+
+
+def _positive(name: str, minimum: int = 1) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        if not text.isdigit() or int(text) < minimum:
+            raise argparse.ArgumentTypeError(f"{name} must be a whole number >= {minimum}, got {text!r}")
+        return int(text)
+
+    return convert
+
+
+def _memory(text: str) -> str:
+    if not re.fullmatch(r"\d+[KMGT]?", text, flags=re.IGNORECASE):
+        raise argparse.ArgumentTypeError(f"--mem takes e.g. 16 (gigabytes), 16G or 500M, got {text!r}")
+    return text.upper()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="x-submit", usage=USAGE, allow_abbrev=False, add_help=True,
+                                     description="Check a chain of x-* commands like --dry, then run it as a "
+                                                 "Slurm job (srun + torchrun). See docs/submit.md.")
+    parser.add_argument("--nodes", type=_positive("--nodes"), help="machines (default 1)")
+    parser.add_argument("--gpus-per-node", type=_positive("--gpus-per-node", 0), help="GPUs per node (default 0)")
+    parser.add_argument("--procs-per-node", type=_positive("--procs-per-node"),
+                        help="training processes per node (default: one per GPU, 1 without GPUs)")
+    parser.add_argument("--cpus", type=_positive("--cpus"), help="CPUs per node (default: one per process)")
+    parser.add_argument("--mem", type=_memory, help="memory per node: 16 (GB), 16G, 500M (default: Slurm's)")
+    parser.add_argument("--time", help="time limit, Slurm syntax: 30, 2:00:00, 1-00:00:00 (default: the partition's)")
+    parser.add_argument("--partition", help="Slurm partition (default: the cluster's default)")
+    parser.add_argument("--job-name", help="job name (default: the first command and config, e.g. x-train.config)")
+    parser.add_argument("--log-dir", help="folder of the job scripts and logs (default slurm_jobs)")
+    parser.add_argument("--dry", action="store_true", help="check the configs and print the job script; submit nothing")
+    return parser
+
+
+def parse_request(argv: list[str]) -> tuple[JobRequest, list[str], set[str]]:
+    """Split x-submit's flags (anywhere on the line, as pai.sh allowed) from the chain of commands.
+
+    Returns the request, the chain's tokens in order and the names of the flags given.
+    """
+    parser = _parser()
+    try:
+        known, chain = parser.parse_known_args(argv)
+    except SystemExit as e:  # argparse printed the message, or the help (exit 0)
+        if not e.code:
+            raise
+        raise ConfigError("x-submit: bad flag value (see the message above)") from None
+    unknown = [t for t in chain if t.startswith("-")]
+    if unknown:
+        raise ConfigError(f"x-submit: unknown flag {unknown[0]!r}; usage: {USAGE}")
+    if not chain:
+        raise ConfigError(f"x-submit: give the commands to run, e.g. x-submit --nodes 2 x-train config.hjson; "
+                          f"usage: {USAGE}")
+    given = {name for name, value in vars(known).items() if value not in (None, False)}
+    request = JobRequest(**{name: value for name, value in vars(known).items() if value is not None})
+    return request, chain, given
+
+
+def ask_missing(request: JobRequest, ask: Callable[[str], str] = input) -> JobRequest:
+    """Ask for the size of the job on a terminal (Enter keeps the default shown in brackets)."""
+    questions = [
+        ("nodes", "nodes", str(request.nodes), _positive("nodes")),
+        ("gpus_per_node", "GPUs per node", str(request.gpus_per_node), _positive("GPUs per node", 0)),
+    ]
+    for name, label, default, convert in questions:
+        setattr(request, name, _ask_until_valid(ask, label, default, convert))
+    more = [
+        ("procs_per_node", "processes per node", str(request.processes_per_node), _positive("processes per node")),
+        ("cpus", "CPUs per node", str(request.cpus_per_node), _positive("CPUs per node")),
+        ("mem", "memory per node (GB, or 500M; empty: Slurm's default)", request.mem or "", _optional(_memory)),
+        ("time", "time limit (e.g. 2:00:00; empty: the partition's)", request.time or "", _optional(str)),
+        ("partition", "partition (empty: the default one)", request.partition or "", _optional(str)),
+    ]
+    for name, label, default, convert in more:
+        setattr(request, name, _ask_until_valid(ask, label, default, convert))
+    return request
+
+
+def _optional(convert: Callable[[str], object]) -> Callable[[str], object]:
+    return lambda text: convert(text) if text else None
+
+
+def _ask_until_valid(ask: Callable[[str], str], label: str, default: str, convert: Callable[[str], object]) -> object:
+    while True:
+        answer = ask(f"{label} [{default}]: ").strip() or default
+        try:
+            return convert(answer)
+        except argparse.ArgumentTypeError as e:
+            print(f"  {e}", file=sys.stderr)
