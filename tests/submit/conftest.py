@@ -1,0 +1,36 @@
+"""Fixtures of the x-submit tests: a real one-node Slurm cluster (slurm_cluster.py) for the session.
+
+CI sets XDPX_REQUIRE_SLURM=1 (.ci/run installs slurm-wlm and munge): there a machine without Slurm fails
+these tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from slurm_cluster import SlurmCluster, missing_tools, start_cluster
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("XDPX_REQUIRE_SLURM") == "1":
+        pytest.fail(f"XDPX_REQUIRE_SLURM=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Iterator[SlurmCluster]:
+    """munged + slurmctld + slurmd (one node, localhost) from a temp dir; SLURM_CONF points at it."""
+    missing = missing_tools()
+    if missing:
+        _unavailable(f"Slurm is not installed (missing {', '.join(missing)}): apt-get install -y slurm-wlm munge")
+    if os.geteuid() != 0:
+        _unavailable("slurmd must run as root to start jobs (run the Slurm tests as root, e.g. in CI's container)")
+    cluster = start_cluster()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("SLURM_CONF", str(cluster.conf))
+            yield cluster
+    finally:
+        cluster.stop()
