@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from submit_helpers import assert_same_run, job_id_from, local_torchrun, submit, write_config
 
+DYING_RANK = Path(__file__).resolve().parent / "dying_rank"
 
-def test_two_process_job_through_sbatch_equals_a_local_torchrun(slurm, reviews, tmp_path, monkeypatch, capsys):
+
+@pytest.fixture(scope="module")
+def local_run(reviews, tmp_path_factory) -> Path:
+    """The tiny config trained by a local ``torchrun --nproc_per_node=2`` (the reference of the jobs)."""
+    folder = tmp_path_factory.mktemp("local")
+    local_torchrun(folder, write_config(folder / "local.hjson", reviews, "runs/local"))
+    return folder / "runs/local"
+
+
+def test_two_process_job_through_sbatch_equals_a_local_torchrun(slurm, reviews, local_run, tmp_path, monkeypatch,
+                                                                capsys):
     write_config(tmp_path / "train.hjson", reviews, "runs/slurm")
     assert submit(monkeypatch, tmp_path, "--procs-per-node", "2", "--cpus", "2", "x-train", "train.hjson") == 0
     out = capsys.readouterr().out
@@ -21,10 +34,36 @@ def test_two_process_job_through_sbatch_equals_a_local_torchrun(slurm, reviews, 
     stamp, job, log_column, command = history[0].split("\t")
     assert (job, log_column) == (f"job {job_id}", f"log {log}")
     assert command == "x-submit --procs-per-node 2 --cpus 2 x-train train.hjson"
+    assert_same_run(tmp_path / "runs/slurm", local_run)
 
-    local = write_config(tmp_path / "local.hjson", reviews, "runs/local")
-    local_torchrun(tmp_path, local)
-    assert_same_run(tmp_path / "runs/slurm", tmp_path / "runs/local")
+
+def test_a_rank_killed_mid_run_fails_the_job_clearly_and_resume_finishes_it(slurm, reviews, local_run, tmp_path,
+                                                                            monkeypatch, capsys):
+    config = write_config(tmp_path / "train.hjson", reviews, "runs/slurm", user_dir=str(DYING_RANK))
+    monkeypatch.setenv("XDPX_TEST_DIE_AT_UPDATE", "7")  # after the state saved at update 5
+    flags = ["--procs-per-node", "2", "--cpus", "2", "x-train", "train.hjson"]
+    assert submit(monkeypatch, tmp_path, *flags) == 0
+    job_id = job_id_from(capsys.readouterr().out)
+    state = slurm.wait(job_id)
+    log = (tmp_path / "slurm_jobs" / f"x-train.train.{job_id}.log").read_text()
+    assert state["JobState"] == "FAILED", log
+    assert "x-submit: step 1 (x-train train.hjson) failed with exit status 1" in log
+    assert ("set resume: true in that config and submit again: x-submit --procs-per-node 2 --cpus 2 "
+            "x-train train.hjson") in log
+    assert "all 1 step(s) finished" not in log
+    assert (tmp_path / "runs/slurm/valid.log.tsv").read_text().count("\n") == 2  # header + update 5
+
+    # the documented recovery: resume: true in the config, the same x-submit line
+    monkeypatch.delenv("XDPX_TEST_DIE_AT_UPDATE")
+    config.write_text(json.dumps({**json.loads(config.read_text()), "resume": True}))
+    assert submit(monkeypatch, tmp_path, *flags) == 0
+    job_id = job_id_from(capsys.readouterr().out)
+    state = slurm.wait(job_id)
+    log = (tmp_path / "slurm_jobs" / f"x-train.train.{job_id}.log").read_text()
+    assert state["JobState"] == "COMPLETED", log
+    assert "from update 5" in log
+    assert_same_run(tmp_path / "runs/slurm", local_run)
+    assert len((tmp_path / "command_history.txt").read_text().splitlines()) == 2
 
 
 def test_a_node_count_slurm_cannot_give_submits_nothing(slurm, reviews, tmp_path, monkeypatch, capsys):
