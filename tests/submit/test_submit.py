@@ -53,7 +53,7 @@ def test_a_config_that_fails_the_dry_checks_submits_nothing(reviews, tmp_path, m
     assert submit(monkeypatch, tmp_path, "--nodes", "1", "x-train", "train.hjson") == 2
     err = capsys.readouterr().err
     assert "train.hjson" in err and "learning_rate" in err and "batch_sise" in err and "batch_size" in err
-    assert "the chain does not pass the --dry checks (above); nothing was submitted" in err
+    assert "1 of 1 step(s) do not pass the --dry checks (above); nothing was submitted" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.hjson"]
 
 
@@ -111,3 +111,16 @@ def test_missing_slurm_fails_in_ci_and_skips_elsewhere(tmp_path):
         else:
             assert result.returncode == 0 and "SKIPPED [1]" in result.stdout
             assert "apt-get install -y slurm-wlm munge" in result.stdout
+
+
+def test_the_checks_see_the_processes_of_the_job(reviews, tmp_path, monkeypatch, capsys):
+    """16 processes x batch 16 exceed the 240 training samples: refused before the queue, though the same
+    config passes --dry on this one-process machine."""
+    write_config(tmp_path / "train.hjson", reviews, "runs/a")
+    assert submit(monkeypatch, tmp_path, "--dry", "x-train", "train.hjson") == 0
+    capsys.readouterr()
+    assert submit(monkeypatch, tmp_path, "--nodes", "2", "--procs-per-node", "8", "--dry",
+                  "x-train", "train.hjson") == 2
+    err = capsys.readouterr().err
+    assert "batch_size x update_freq x processes = 256 is larger than the training set (240 samples)" in err
+    assert "WORLD_SIZE" not in os.environ

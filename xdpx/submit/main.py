@@ -6,25 +6,18 @@ says it can run the request; a refused submission leaves no script and no histor
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import sys
 import time
 from pathlib import Path
 
-from xdpx.cli import EXIT_CONFIG, EXIT_FAILED, UserError, run_chain, split_chain
+from xdpx.cli import EXIT_CONFIG, EXIT_FAILED, UserError, split_chain
 from xdpx.config.errors import ConfigError
 from xdpx.submit import slurm
+from xdpx.submit.checks import check_steps
 from xdpx.submit.history import append_history
 from xdpx.submit.request import RESOURCE_FLAGS, ask_missing, parse_request
 from xdpx.submit.script import job_steps, render_script
-
-
-def check_chain(chain: list[str]) -> bool:
-    """Run the chain with ``--dry`` in this process (the same checks, the same messages on stderr)."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        return run_chain([*chain, "--dry"]) == 0
 
 
 def main(argv: list[str], *, interactive: bool | None = None) -> int:
@@ -36,14 +29,15 @@ def main(argv: list[str], *, interactive: bool | None = None) -> int:
     except ConfigError as e:
         print(f"x-submit: error: {e}", file=sys.stderr)
         return EXIT_CONFIG
-    if not check_chain(chain):
-        print("x-submit: error: the chain does not pass the --dry checks (above); nothing was submitted",
-              file=sys.stderr)
-        return EXIT_CONFIG
     if interactive is None:
         interactive = sys.stdin.isatty() and sys.stdout.isatty()
     if interactive and not given & set(RESOURCE_FLAGS):
         request = ask_missing(request)
+    failed = check_steps(steps, request)
+    if failed:
+        print(f"x-submit: error: {failed} of {len(steps)} step(s) do not pass the --dry checks (above); "
+              "nothing was submitted", file=sys.stderr)
+        return EXIT_CONFIG
 
     workdir = Path.cwd()
     log_dir = (workdir / request.log_dir).resolve()
