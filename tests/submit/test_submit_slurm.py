@@ -22,19 +22,31 @@ def local_run(reviews, tmp_path_factory) -> Path:
 def test_two_process_job_through_sbatch_equals_a_local_torchrun(slurm, reviews, local_run, tmp_path, monkeypatch,
                                                                 capsys):
     write_config(tmp_path / "train.hjson", reviews, "runs/slurm")
-    assert submit(monkeypatch, tmp_path, "--procs-per-node", "2", "--cpus", "2", "x-train", "train.hjson") == 0
-    out = capsys.readouterr().out
-    job_id = job_id_from(out)
+    # x-eval reads the run that step 1 writes: left for the job by the checks, run as one process there
+    (tmp_path / "eval.hjson").write_text('{save_dir: runs/slurm, valid_subset: dev, save_to_file: dev.tsv}')
+    flags = ["--procs-per-node", "2", "--cpus", "2", "x-train", "train.hjson", "x-eval", "eval.hjson"]
+    assert submit(monkeypatch, tmp_path, *flags) == 0
+    captured = capsys.readouterr()
+    assert "step 2 (x-eval eval.hjson) reads 'runs/slurm', which step 1 writes" in captured.err
+    job_id = job_id_from(captured.out)
     state = slurm.wait(job_id)
     log = tmp_path / "slurm_jobs" / f"x-train.train.{job_id}.log"
     assert state["JobState"] == "COMPLETED" and state["ExitCode"] == "0:0", log.read_text() + slurm.log()
-    assert "x-submit: all 1 step(s) finished" in log.read_text()
+    assert "x-submit: all 2 step(s) finished" in log.read_text()
     history = (tmp_path / "command_history.txt").read_text().splitlines()
     assert len(history) == 1
     stamp, job, log_column, command = history[0].split("\t")
     assert (job, log_column) == (f"job {job_id}", f"log {log}")
-    assert command == "x-submit --procs-per-node 2 --cpus 2 x-train train.hjson"
+    assert command == "x-submit " + " ".join(flags)
+
     assert_same_run(tmp_path / "runs/slurm", local_run)
+    header, row = (tmp_path / "dev.tsv").read_text().splitlines()
+    results = dict(zip(header.split("\t"), row.split("\t")))
+    valid = (local_run / "valid.log.tsv").read_text().splitlines()
+    best = dict(zip(valid[0].split("\t"), valid[1].split("\t")))  # update 5, the best (loss differs at 8)
+    assert results["checkpoint"].endswith(f"checkpoint-{best['step']}.pt")
+    assert (results["subset"], results["samples"], results["loss"], results["accuracy"]) == \
+        ("dev", "60", best["loss"], best["accuracy"])
 
 
 def test_a_rank_killed_mid_run_fails_the_job_clearly_and_resume_finishes_it(slurm, reviews, local_run, tmp_path,
