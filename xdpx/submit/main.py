@@ -30,7 +30,7 @@ def main(argv: list[str], *, interactive: bool | None = None) -> int:
         print(f"x-submit: error: {e}", file=sys.stderr)
         return EXIT_CONFIG
     if interactive is None:
-        interactive = sys.stdin.isatty() and sys.stdout.isatty()
+        interactive = bool(sys.stdin and sys.stdin.isatty() and sys.stdout.isatty())
     if interactive and not given & set(RESOURCE_FLAGS):
         request = ask_missing(request)
     failed = check_steps(steps, request)
