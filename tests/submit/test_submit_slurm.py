@@ -19,6 +19,7 @@ def local_run(reviews, tmp_path_factory) -> Path:
     return folder / "runs/local"
 
 
+@pytest.mark.slow
 def test_two_process_job_through_sbatch_equals_a_local_torchrun(slurm, reviews, local_run, tmp_path, monkeypatch,
                                                                 capsys):
     write_config(tmp_path / "train.hjson", reviews, "runs/slurm")
@@ -49,6 +50,7 @@ def test_two_process_job_through_sbatch_equals_a_local_torchrun(slurm, reviews, 
         ("dev", "60", best["loss"], best["accuracy"])
 
 
+@pytest.mark.slow
 def test_a_rank_killed_mid_run_fails_the_job_clearly_and_resume_finishes_it(slurm, reviews, local_run, tmp_path,
                                                                             monkeypatch, capsys):
     config = write_config(tmp_path / "train.hjson", reviews, "runs/slurm", user_dir=str(DYING_RANK))

@@ -7,6 +7,8 @@ says it can run the request; a refused submission leaves no script and no histor
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -41,7 +43,8 @@ def main(argv: list[str], *, interactive: bool | None = None) -> int:
 
     workdir = Path.cwd()
     log_dir = (workdir / request.log_dir).resolve()
-    job_name = request.job_name or f"{steps[0][0]}.{Path(steps[0][1]).stem}"
+    # the name is a file name and an #SBATCH value: keep it to letters, digits and ._-
+    job_name = re.sub(r"[^\w.-]+", "_", request.job_name or f"{steps[0][0]}.{Path(steps[0][1]).stem}")
     text = render_script(request, steps, python=sys.executable, workdir=str(workdir),
                          log_path=str(log_dir / f"{job_name}.%j.log"), job_name=job_name,
                          command_line=[t for t in command_line if t != "--dry"])
@@ -61,7 +64,7 @@ def main(argv: list[str], *, interactive: bool | None = None) -> int:
     history = append_history(workdir, command_line, job_id, log_path)
     print(f"x-submit: submitted job {job_id} ({len(steps)} step(s), {request.nodes} node(s) x "
           f"{request.processes_per_node} process(es))\n  script  {script_path}\n  log     {log_path}\n"
-          f"  history {history}\n  follow it with: squeue -j {job_id}; tail -f {log_path}")
+          f"  history {history}\n  follow it with: squeue -j {job_id}; tail -f {shlex.quote(log_path)}")
     return 0
 
 

@@ -36,8 +36,8 @@ def render_script(request: JobRequest, steps: list[tuple[str, str]], *, python: 
         *([f"--mem={request.slurm_mem}"] if request.slurm_mem else []),
         *([f"--time={request.time}"] if request.time else []),
         *([f"--partition={request.partition}"] if request.partition else []),
-        f"--output={log_path}",
-        f"--chdir={workdir}",
+        f"--output={_directive_value(log_path)}",
+        f"--chdir={_directive_value(workdir)}",
         "--export=ALL",  # the job sees the submitting shell's environment (PATH, PYTHONPATH, credentials' env)
     ]
     lines = [
@@ -86,6 +86,11 @@ def render_script(request: JobRequest, steps: list[tuple[str, str]], *, python: 
             )
     lines.append(f"echo {q(f'x-submit: all {len(steps)} step(s) finished')}")
     return "\n".join(lines) + "\n"
+
+
+def _directive_value(path: str) -> str:
+    """A path as an #SBATCH value: sbatch splits these lines at spaces unless the value is double-quoted."""
+    return f'"{path}"' if any(c.isspace() for c in path) else path
 
 
 def _double_quoted(text: str) -> str:
