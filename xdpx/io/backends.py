@@ -28,6 +28,10 @@ def is_object_store(fs: Any) -> bool:
     return any(p in ("s3", "s3a", "gs", "gcs", "oss") for p in _protocols(fs))
 
 
+def is_s3(fs: Any) -> bool:
+    return "s3" in _protocols(fs)
+
+
 def transfer_kwargs(fs: Any, size: int | None) -> dict[str, Any]:
     """s3fs otherwise reads up to 100 MiB into memory for one put and downloads 50 MiB parts."""
     if "s3" not in _protocols(fs):

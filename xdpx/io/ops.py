@@ -12,7 +12,7 @@ from typing import Any
 
 from . import paths
 from .atomic import local_temp_for
-from .backends import info, modified_time
+from .backends import info, is_s3, modified_time
 from .credentials import filesystem
 from .errors import path_error, path_errors
 from .paths import PathLike, check_writable_scheme, is_remote, local_path, split_protocol, to_str
@@ -70,7 +70,8 @@ def listdir(path: PathLike) -> list[str]:
     with path_errors(url):
         entries = fs.ls(p, detail=True)
     root = p.rstrip("/")
-    if len(entries) == 1 and entries[0]["name"].rstrip("/") == root and entries[0].get("type") == "file":
+    # a directory marker ('dir/', see makedirs) is the directory itself, not a file named like it
+    if len(entries) == 1 and entries[0]["name"] == root and entries[0].get("type") == "file":
         raise path_error(NotADirectoryError, url)
     # Some tools store 'dir/' marker objects: a listing may contain the directory itself.
     names = {posixpath.basename(e["name"].rstrip("/")) for e in entries if e["name"].rstrip("/") != root}
@@ -86,21 +87,32 @@ def glob(pattern: PathLike) -> list[str]:
     fs, p = filesystem(url)
     with path_errors(url):
         found = fs.glob(p)
-    return sorted(paths.unstrip(str(scheme), name) for name in found)
+    # a directory marker ('dir/') names the directory that the listing holds already
+    return sorted({paths.unstrip(str(scheme), name.rstrip("/")) for name in found})
 
 
 def makedirs(path: PathLike, exist_ok: bool = True) -> None:
-    """Create a directory and its parents. On object stores directories are implicit: mostly a no-op."""
+    """Create a directory and its parents.
+
+    On S3 an empty prefix does not exist, so a new directory gets a zero-byte ``prefix/`` marker object
+    (what the S3 console's "Create folder" writes): afterwards ``exists``, ``isdir`` and ``listdir`` see
+    it in every process, as they would a local folder. Other object stores: implicit directories, a no-op.
+    """
     url = check_writable_scheme(path)
     if not is_remote(url):
         with path_errors(url):
             os.makedirs(local_path(url), exist_ok=exist_ok)
         return
     fs, p = filesystem(url)
-    if not exist_ok and fs.exists(p):
+    found = fs.exists(p)
+    if not exist_ok and found:
         raise path_error(FileExistsError, url)
     with path_errors(url):
         fs.makedirs(p, exist_ok=True)
+        bucket_only = "/" not in p.strip("/")
+        if not found and not bucket_only and is_s3(fs):
+            fs.pipe_file(p.rstrip("/") + "/", b"")
+            fs.invalidate_cache(p)
 
 
 def remove(path: PathLike) -> None:
