@@ -31,10 +31,11 @@ from xdpx.train.checkpoints import (
     save_torch,
     write_index,
 )
-from xdpx.train.checks import STATE_FILE, available_splits, match_subsets, suffixed_save_dir
+from xdpx.train.checks import STATE_FILE, available_splits, match_subsets
 from xdpx.train.logs import Progress, RunLog, TsvLog
 from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
 from xdpx.train.precision import DynamicLossScaler, LossScaleError, autocast, overflowing_parameters
+from xdpx.train.run_dir import prepare_run_dir
 from xdpx.train.state import derived_seed, rng_state, seed_everything, seed_step, set_rng_state
 
 STATE_VERSION = 1
@@ -85,6 +86,8 @@ class Trainer:
         self.save_dir = self._prepare_save_dir()
         self.log = RunLog(io.join(self.save_dir, a.log_file) if a.log_file else None, ctx.is_main)
         self.log.file.load()
+        for note in self.save_dir_notes:
+            self.log.info(note)
         state_path = io.join(self.save_dir, STATE_FILE)
         state = load_torch(state_path) if a.resume and io.exists(state_path) else None
 
@@ -543,15 +546,9 @@ class Trainer:
     def _prepare_save_dir(self) -> str:
         a, ctx = self.args, self.context
         save_dir = a.save_dir
-        if ctx.is_main:
-            if a.auto_suffix:
-                save_dir = suffixed_save_dir(save_dir)
-            elif a.overwrite and io.exists(save_dir):
-                io.rmtree(save_dir)
-            io.makedirs(save_dir)
-            for name in io.listdir(save_dir):  # temp files of writes cut short by a kill
-                if name.startswith(".") and name.endswith(".tmp"):
-                    io.remove(io.join(save_dir, name))
+        self.save_dir_notes: list[str] = []
+        if ctx.is_main:  # overwrite clears only a run directory of x-train (run_dir.py)
+            save_dir, self.save_dir_notes = prepare_run_dir(a)
         if ctx.distributed:  # every rank writes to the folder rank 0 chose
             chosen = [save_dir]
             torch.distributed.broadcast_object_list(chosen, src=0)
