@@ -136,6 +136,10 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
         notes.append(f"resume from {state}" if io.exists(state) else
                      f"resume: {save_dir} holds no saved state yet; the run starts from the beginning")
 
+    warmup = args.get("warmup_steps")
+    if isinstance(warmup, int) and args.max_update and warmup > args.max_update:
+        notes.append(f"warning: warmup_steps ({warmup}) exceeds max_update ({args.max_update}): the learning "
+                     "rate never reaches learning_rate")
     pretrained = args.get("pretrained_model")
     if pretrained:
         from xdpx.train.checkpoints import CheckpointError, resolve_checkpoint

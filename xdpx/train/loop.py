@@ -35,7 +35,7 @@ from xdpx.train.checks import STATE_FILE, available_splits, match_subsets
 from xdpx.train.logs import Progress, RunLog, TsvLog
 from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
 from xdpx.train.precision import DynamicLossScaler, LossScaleError, autocast, overflowing_parameters
-from xdpx.train.run_dir import prepare_run_dir
+from xdpx.train.run_dir import check_resumable, prepare_run_dir
 from xdpx.train.state import derived_seed, rng_state, seed_everything, seed_step, set_rng_state
 
 STATE_VERSION = 1
@@ -132,6 +132,9 @@ class Trainer:
         limits = [n for n in (a.max_update, a.max_epoch and a.max_epoch * per_epoch) if n]
         self.total_updates = min(limits)
         self.scheduler = component("lr_scheduler")(a, self.total_updates)
+        if getattr(self.scheduler, "warmup_updates", 0) > self.total_updates:
+            self.log.info(f"warning: warmup_steps ({self.scheduler.warmup_updates}) exceeds the run's "
+                          f"{self.total_updates} updates: the learning rate never reaches learning_rate")
 
         # policies and logs
         self.eval_schedule = EvalSchedule(a.eval_interval, a.eval_interval_warmup, a.eval_interval_warmup_multiplier)
@@ -515,6 +518,7 @@ class Trainer:
         save_torch(self._state_dict(), io.join(self.save_dir, STATE_FILE))
 
     def _restore(self, state: dict[str, Any]) -> None:
+        check_resumable(state, self.module, self.optimizer, io.join(self.save_dir, STATE_FILE))
         self.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])

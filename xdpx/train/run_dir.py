@@ -160,3 +160,29 @@ def prepare_run_dir(args: Any) -> tuple[str, list[str]]:
             io.remove(io.join(save_dir, name))
     mark_run_dir(save_dir)
     return save_dir, said
+
+
+def check_resumable(state: dict[str, Any], module: Any, optimizer: Any, state_path: str) -> None:
+    """A UserError, before anything is loaded, when state.pt was saved by another model or optimizer."""
+    from xdpx.cli import UserError
+    from xdpx.train.checkpoints import state_mismatch
+
+    fix = ("Resume with the options the run was started with (its starter_config.hjson), or start a new run: "
+           "another save_dir, or auto_suffix: true")
+    if not isinstance(state, dict) or not {"model", "optimizer", "counters"} <= set(state):
+        raise UserError(f"resume: {state_path} is not a training state of x-train. {fix}")
+    problem = state_mismatch(module.state_dict(), state["model"])
+    if problem:
+        raise UserError(f"resume: {state_path} was saved by another model or shape than this config builds "
+                        f"({problem}). {fix}")
+    saved_groups = state["optimizer"].get("param_groups", [])
+    own_groups = optimizer.state_dict()["param_groups"]
+    if [len(g["params"]) for g in saved_groups] != [len(g["params"]) for g in own_groups]:
+        raise UserError(f"resume: the optimizer state in {state_path} does not fit this config's optimizer "
+                        f"(parameter groups {[len(g['params']) for g in saved_groups]} saved, "
+                        f"{[len(g['params']) for g in own_groups]} now). {fix}")
+    # the same optimizer class writes the same group settings; another one has settings this one lacks
+    extra = sorted(set(saved_groups[0]) - set(own_groups[0]) - {"initial_lr"}) if saved_groups and own_groups else []
+    if extra:
+        raise UserError(f"resume: {state_path} was saved with another optimizer (its settings {extra} are not "
+                        f"this optimizer's). {fix}")
