@@ -114,6 +114,14 @@ def run_chain(argv: list[str]) -> int:
                 except UserError as e:
                     print(f"{name}: error: {e}", file=sys.stderr)
                     return EXIT_FAILED
+                except OSError as e:
+                    from xdpx.io.retry import StoreUnavailableError
+
+                    if not isinstance(e, StoreUnavailableError):
+                        traceback.print_exc()
+                        return EXIT_FAILED
+                    print(f"{name}: error: {e}", file=sys.stderr)  # one line: the store is away
+                    return EXIT_FAILED
                 except KeyboardInterrupt:
                     print(f"{name}: interrupted", file=sys.stderr)
                     return 130

@@ -10,6 +10,7 @@ from .credentials import filesystem
 from .errors import path_error, path_errors
 from .paths import PathLike, to_str
 from .progress import CHUNK_SIZE, fsspec_callback
+from .retry import retrying
 
 # Object stores cap a multipart upload at 10,000 parts; stay under it with room to spare.
 _MAX_PARTS = 9000
@@ -45,6 +46,7 @@ def read_kwargs(fs: Any) -> dict[str, Any]:
     return {"block_size": CHUNK_SIZE} if is_object_store(fs) else {}
 
 
+@retrying()
 def info(path: PathLike) -> dict[str, Any]:
     """fsspec ``info()`` of a remote path; FileNotFoundError names the path as given."""
     url = to_str(path)
@@ -53,6 +55,7 @@ def info(path: PathLike) -> dict[str, Any]:
         return fs.info(p)
 
 
+@retrying(path_arg=1)
 def put_file(local: str, url: str, bar: Any, size: int | None = None) -> None:
     """Upload a local file in one put (multipart above a few chunks: still published atomically)."""
     fs, p = filesystem(url)
@@ -77,6 +80,7 @@ def _put_memory(fs: Any, local: str, p: str, bar: Any) -> None:
     bar.update(len(data))
 
 
+@retrying()
 def get_file(url: str, local: str, bar: Any, size: int | None = None) -> None:
     """Download to a local path, streaming."""
     fs, p = filesystem(url)

@@ -17,9 +17,11 @@ from .credentials import filesystem
 from .errors import path_error, path_errors
 from .paths import PathLike, check_writable_scheme, is_remote, local_path, split_protocol, to_str
 from .progress import CHUNK_SIZE, make_bar
+from .retry import retrying
 from .streams import open as _open
 
 
+@retrying()
 def exists(path: PathLike) -> bool:
     """True if a file or directory (or, remotely, a non-empty prefix or bucket) exists at ``path``."""
     url = to_str(path)
@@ -29,6 +31,7 @@ def exists(path: PathLike) -> bool:
     return bool(fs.exists(p))
 
 
+@retrying()
 def isdir(path: PathLike) -> bool:
     """True if ``path`` is a directory (remotely: a bucket or a prefix with objects under it)."""
     url = to_str(path)
@@ -38,6 +41,7 @@ def isdir(path: PathLike) -> bool:
     return bool(fs.isdir(p))
 
 
+@retrying()
 def isfile(path: PathLike) -> bool:
     """True if ``path`` is a file (remotely: an object)."""
     url = to_str(path)
@@ -47,6 +51,7 @@ def isfile(path: PathLike) -> bool:
     return bool(fs.isfile(p))
 
 
+@retrying()
 def stat(path: PathLike) -> dict[str, Any]:
     """``{'type': 'file'|'directory', 'size': int|None, ...backend fields}``; FileNotFoundError if missing."""
     url = to_str(path)
@@ -60,6 +65,7 @@ def stat(path: PathLike) -> dict[str, Any]:
     return meta
 
 
+@retrying()
 def listdir(path: PathLike) -> list[str]:
     """Names (not paths) of the entries of a directory, sorted."""
     url = to_str(path)
@@ -78,6 +84,7 @@ def listdir(path: PathLike) -> list[str]:
     return sorted(n for n in names if n)
 
 
+@retrying()
 def glob(pattern: PathLike) -> list[str]:
     """Sorted full paths matching ``pattern`` (``*``, ``?``, ``[..]``, ``**``), in the pattern's scheme."""
     url = to_str(pattern)
@@ -91,6 +98,7 @@ def glob(pattern: PathLike) -> list[str]:
     return sorted({paths.unstrip(str(scheme), name.rstrip("/")) for name in found})
 
 
+@retrying()
 def makedirs(path: PathLike, exist_ok: bool = True) -> None:
     """Create a directory and its parents.
 
@@ -115,6 +123,7 @@ def makedirs(path: PathLike, exist_ok: bool = True) -> None:
             fs.invalidate_cache(p)
 
 
+@retrying()
 def remove(path: PathLike) -> None:
     """Delete a file; directories need :func:`rmtree`."""
     url = check_writable_scheme(path)
@@ -129,6 +138,7 @@ def remove(path: PathLike) -> None:
         fs.rm_file(p)
 
 
+@retrying()
 def rmtree(path: PathLike) -> None:
     """Delete a directory and everything under it."""
     url = check_writable_scheme(path)
@@ -143,6 +153,7 @@ def rmtree(path: PathLike) -> None:
         fs.rm(p, recursive=True)
 
 
+@retrying()
 def last_modified(path: PathLike) -> float:
     """Modification time in seconds since the epoch (object stores: of the object; no remote dirs)."""
     url = to_str(path)
@@ -155,6 +166,7 @@ def last_modified(path: PathLike) -> float:
     return modified_time(url, meta)
 
 
+@retrying()
 def size(path: PathLike) -> int:
     """Size of a file in bytes; for a directory, the total size of the files under it."""
     url = to_str(path)

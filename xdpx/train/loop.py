@@ -35,7 +35,7 @@ from xdpx.train.checks import STATE_FILE, available_splits, match_subsets
 from xdpx.train.logs import Progress, RunLog, TsvLog
 from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
 from xdpx.train.precision import DynamicLossScaler, LossScaleError, autocast, overflowing_parameters
-from xdpx.train.run_dir import check_resumable, prepare_run_dir
+from xdpx.train.run_dir import check_resumable, outage_message, prepare_run_dir
 from xdpx.train.state import derived_seed, rng_state, seed_everything, seed_step, set_rng_state
 
 STATE_VERSION = 1
@@ -44,7 +44,12 @@ COPIED_DATA_FILES = ("vocab.txt", "target_map.txt", "tokenizer.json")
 
 def train(args: Any) -> None:
     """Run x-train for resolved ``args`` (the command has checked them)."""
-    Trainer(args).fit()
+    trainer = None
+    try:
+        trainer = Trainer(args)
+        trainer.fit()
+    except io.StoreUnavailableError as error:  # the store stayed away past the retry window
+        raise UserError(outage_message(error, args, getattr(trainer, "save_dir", None))) from None
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -476,16 +481,17 @@ class Trainer:
             save_torch(self.module.state_dict(), io.join(self.save_dir, checkpoint_name(step)))
             if self.args.save_full_checkpoint:
                 save_torch(self._state_dict(), io.join(self.save_dir, full_state_name(step)))
-        for old in self.save_policy.record(step, is_best):
-            for name in (checkpoint_name(old), full_state_name(old)):
-                path = io.join(self.save_dir, name)
-                if self.context.is_main and io.exists(path):
-                    io.remove(path)
-        if self.context.is_main:
+        outdated = self.save_policy.record(step, is_best)
+        if self.context.is_main:  # the index first: a kill between the two never leaves it naming a deleted file
             best = self.save_policy.best_step
             write_index(self.save_dir, {"best": checkpoint_name(best) if best is not None else None,
                                         "last": checkpoint_name(step), "best_step": best,
                                         "best_score": self.early_stopping.best_score})
+        for old in outdated:
+            for name in (checkpoint_name(old), full_state_name(old)):
+                path = io.join(self.save_dir, name)
+                if self.context.is_main and io.exists(path):
+                    io.remove(path)
 
     # ---- state -------------------------------------------------------------------------------------
     def _state_dict(self) -> dict[str, Any]:

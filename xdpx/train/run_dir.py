@@ -186,3 +186,18 @@ def check_resumable(state: dict[str, Any], module: Any, optimizer: Any, state_pa
     if extra:
         raise UserError(f"resume: {state_path} was saved with another optimizer (its settings {extra} are not "
                         f"this optimizer's). {fix}")
+
+
+def outage_message(error: Exception, args: Any, save_dir: str | None) -> str:
+    """What to tell a user whose run stopped because the object store stayed away: the cause, that nothing
+    is corrupt, and how to continue."""
+    config = args.source("save_dir")
+    save_dir = save_dir or args.save_dir
+    changes = ["resume: true"]
+    if save_dir != args.save_dir:  # auto_suffix chose the folder
+        changes.append(f"save_dir: {save_dir}")
+    if args.overwrite or args.auto_suffix:
+        changes.append("overwrite: false, auto_suffix: false")
+    return (f"{error}\nThe run stopped cleanly: every file in {save_dir} is complete or absent (writes are "
+            f"atomic). When the store answers again, continue it from its last saved state: set "
+            f"{', '.join(changes)} in {config}, then run: x-train {config}")
