@@ -37,6 +37,17 @@ def test_overwrite_refuses_the_data_dir_and_its_parent(reviews, tmp_path, cli):
     assert tree(reviews) == before
 
 
+def test_overwrite_refuses_another_x_prepro_output(reviews, tmp_path, cli):
+    import shutil
+
+    other = tmp_path / "other_data"  # holds args.py and log.txt, like a run, and meta.hjson
+    shutil.copytree(reviews, other)
+    before = tree(other)
+    assert_refused(cli, train_config(tmp_path / "t.hjson", reviews, other, overwrite=True),
+                   "it is not a run directory of x-train")
+    assert tree(other) == before
+
+
 def test_overwrite_refuses_a_folder_that_is_not_a_run(reviews, tmp_path, cli):
     source = tmp_path / "project"
     (source / "pkg").mkdir(parents=True)

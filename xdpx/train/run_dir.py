@@ -4,8 +4,8 @@
 writes there; anything else in it stays. It never clears a folder that holds the data, the current
 directory, a home directory, a filesystem or bucket root, or any parent of those. A run directory is
 recognised by the marker file written when the run starts (``.xdpx-run``), or, for runs written before
-the marker existed, by ``args.py`` beside ``state.pt``, ``log.txt``, ``train.log.tsv`` or
-``checkpoints.json``. The checks run before any work, with and without ``--dry`` (docs/reliability.md).
+the marker existed, by ``args.py`` beside ``state.pt``, ``train.log.tsv`` or ``checkpoints.json`` (not
+``log.txt``: x-prepro writes args.py and log.txt too) in a folder without ``meta.hjson`` (x-prepro's). The checks run before any work, with and without ``--dry`` (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ RUN_FILES = frozenset({
     "checkpoints.json", "snapshot.zip", "vocab.txt", "target_map.txt", "tokenizer.json", "plots", "tensorboard",
 })
 _RUN_PATTERNS = re.compile(r"^(checkpoint-\d+\.pt|state-\d+\.pt|\..+\.tmp)$")
-# Files that, beside args.py, say that x-train wrote the folder (runs made before the marker existed).
-_LEGACY_EVIDENCE = ("state.pt", "log.txt", "train.log.tsv", "checkpoints.json")
+# Files that, beside args.py, say that x-train wrote the folder (runs made before the marker existed);
+# x-prepro's output also holds args.py and log.txt, and always meta.hjson.
+_LEGACY_EVIDENCE = ("state.pt", "train.log.tsv", "checkpoints.json")
+_DATA_DIR_FILE = "meta.hjson"
 
 
 def is_run_file(name: str, log_file: str | None = None) -> bool:
@@ -35,10 +37,12 @@ def is_run_file(name: str, log_file: str | None = None) -> bool:
 
 
 def is_run_dir(path: str) -> bool:
-    """Whether ``path`` is a run directory made by x-train (marker, or args.py with a log or state)."""
+    """Whether ``path`` is a run directory made by x-train (marker, or args.py with its logs or state)."""
     if not io.isdir(path):
         return False
     names = set(io.listdir(path))
+    if _DATA_DIR_FILE in names:
+        return False
     return RUN_MARKER in names or ("args.py" in names and any(n in names for n in _LEGACY_EVIDENCE))
 
 
@@ -104,7 +108,7 @@ def overwrite_problem(save_dir: str, args: Any) -> str | None:
         return f"overwrite refuses to clear {save_dir!r}: {reason}. Choose another save_dir"
     if not is_run_dir(save_dir):
         return (f"overwrite refuses to clear {save_dir!r}: it is not a run directory of x-train (no {RUN_MARKER} "
-                "marker, no args.py with a log or state). Choose another save_dir, or auto_suffix: true")
+                "marker, no args.py with its logs or state). Choose another save_dir, or auto_suffix: true")
     return None
 
 
@@ -112,7 +116,7 @@ def resume_problem(save_dir: str) -> str | None:
     """A non-empty folder that x-train did not make cannot be continued: its files would be replaced."""
     if io.isdir(save_dir) and io.listdir(save_dir) and not is_run_dir(save_dir):
         return (f"resume: {save_dir!r} is not a run directory of x-train (no {RUN_MARKER} marker, no args.py "
-                "with a log or state), and the run would write its files into it. Choose another save_dir")
+                "with its logs or state), and the run would write its files into it. Choose another save_dir")
     return None
 
 
