@@ -24,6 +24,8 @@ from xdpx.io.atomic import upload_temp_dir
 from xdpx.train.checkpoints import load_torch
 
 BUCKET = "outage-test"
+# XDPX_OUTAGE_SECONDS=90 measures a longer outage (docs/reliability.md); CI keeps it short
+SHORT_OUTAGE = float(os.environ.get("XDPX_OUTAGE_SECONDS", "4"))
 RUN = {"max_update": 9, "eval_interval": 3, "log_interval": 3}
 
 
@@ -103,14 +105,14 @@ def download(save_dir: str, local: Path) -> Path:
 
 
 def test_a_short_outage_is_ridden_out(store, remote_data, reference, tmp_path, cli, monkeypatch):
-    io.set_storage_options("s3", retry_seconds=60)
+    io.set_storage_options("s3", retry_seconds=SHORT_OUTAGE + 60)
     save_dir = f"s3://{BUCKET}/short"
-    outage_at_state_write(monkeypatch, store, nth=2, seconds=4)
+    outage_at_state_write(monkeypatch, store, nth=2, seconds=SHORT_OUTAGE)
     started = time.monotonic()
     code, out = cli("x-train", train_config(tmp_path / "t.hjson", remote_data, save_dir, **RUN))
     assert code == 0, out
     assert "the object store does not answer" in out and "answers again after" in out
-    assert time.monotonic() - started >= 4
+    assert time.monotonic() - started >= SHORT_OUTAGE
     assert_same_weights(state_weights(download(save_dir, tmp_path / "run")),
                         state_weights(download(reference, tmp_path / "reference")))
 
