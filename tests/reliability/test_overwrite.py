@@ -14,6 +14,23 @@ from train_runs import train_config
 from xdpx.train.run_dir import RUN_MARKER, protected_reason
 
 
+@pytest.fixture(scope="module")
+def finished_run(reviews, tmp_path_factory) -> Path:
+    """A real run directory (3 updates); tests work on copies of it."""
+    from xdpx.cli import run_chain
+
+    root = tmp_path_factory.mktemp("finished")
+    assert run_chain(["x-train", str(train_config(root / "t.hjson", reviews, root / "run", max_update=3))]) == 0
+    return root / "run"
+
+
+def copy_of(run: Path, target: Path) -> Path:
+    import shutil
+
+    shutil.copytree(run, target)
+    return target
+
+
 def tree(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -65,9 +82,8 @@ def test_overwrite_refuses_a_folder_that_is_not_a_run(reviews, tmp_path, cli):
     assert tree(source) == before
 
 
-def test_overwrite_refuses_the_current_and_home_directory(reviews, tmp_path, cli, monkeypatch):
-    run = tmp_path / "run"
-    assert cli("x-train", train_config(tmp_path / "t.hjson", reviews, run))[0] == 0
+def test_overwrite_refuses_the_current_and_home_directory(reviews, finished_run, tmp_path, cli, monkeypatch):
+    run = copy_of(finished_run, tmp_path / "run")
     before = tree(run)
     monkeypatch.chdir(run)  # a real run directory, but the one the user stands in
     assert_refused(cli, train_config(tmp_path / "t.hjson", reviews, ".", overwrite=True),
@@ -92,41 +108,38 @@ def test_protected_places(tmp_path, monkeypatch):
     assert protected_reason(str(tmp_path / "run"), {"data_dir": str(tmp_path / "data")}) is None
 
 
-def test_overwrite_refuses_a_run_holding_the_pretrained_model(reviews, tmp_path, cli):
-    run = tmp_path / "run"
-    assert cli("x-train", train_config(tmp_path / "t.hjson", reviews, run))[0] == 0
+def test_overwrite_refuses_a_run_holding_the_pretrained_model(reviews, finished_run, tmp_path, cli):
+    run = copy_of(finished_run, tmp_path / "run")
     config = train_config(tmp_path / "t2.hjson", reviews, run, overwrite=True, pretrained_model=f"{run}/<best>")
     assert_refused(cli, config, f"it holds pretrained_model {run}")
     assert (run / "checkpoints.json").exists()
 
 
-def test_rerunning_with_overwrite_replaces_the_run_and_keeps_foreign_files(reviews, tmp_path, cli):
-    run = tmp_path / "run"
-    config = train_config(tmp_path / "t.hjson", reviews, run, overwrite=True, max_update=9)
-    assert cli("x-train", config)[0] == 0
-    assert (run / RUN_MARKER).exists() and (run / "checkpoint-9.pt").exists()
+def test_rerunning_with_overwrite_replaces_the_run_and_keeps_foreign_files(reviews, finished_run, tmp_path, cli):
+    run = copy_of(finished_run, tmp_path / "run")
+    assert (run / RUN_MARKER).exists() and (run / "checkpoint-3.pt").exists()
     (run / "notes.md").write_text("my notes on this run\n")
-    config = train_config(tmp_path / "t.hjson", reviews, run, overwrite=True, max_update=6)
+    config = train_config(tmp_path / "t.hjson", reviews, run, overwrite=True, max_update=2, eval_interval=2)
     code, out = cli("x-train", config, "--dry")
     assert code == 0 and "the earlier run in" in out and "kept, not ours: notes.md" in out
-    assert (run / "checkpoint-9.pt").exists()  # --dry changed nothing
+    assert (run / "checkpoint-3.pt").exists()  # --dry changed nothing
     code, out = cli("x-train", config)
     assert code == 0, out
-    assert not (run / "checkpoint-9.pt").exists() and (run / "checkpoint-6.pt").exists()
+    assert not (run / "checkpoint-3.pt").exists() and (run / "checkpoint-2.pt").exists()
     assert (run / "notes.md").read_text() == "my notes on this run\n"
     log = (run / "log.txt").read_text()
     assert "overwrite: cleared the earlier run" in log and "kept notes.md" in log
     assert log.count("training cls_cnn") == 1  # the old log went with the old run
 
 
-def test_overwrite_accepts_a_run_written_before_the_marker_and_an_empty_folder(reviews, tmp_path, cli):
-    legacy = tmp_path / "legacy"
-    assert cli("x-train", train_config(tmp_path / "t.hjson", reviews, legacy))[0] == 0
+def test_overwrite_accepts_a_run_written_before_the_marker_and_an_empty_folder(reviews, finished_run, tmp_path, cli):
+    legacy = copy_of(finished_run, tmp_path / "legacy")
     (legacy / RUN_MARKER).unlink()  # as an earlier version left it: args.py, log.txt, state.pt...
-    assert cli("x-train", train_config(tmp_path / "t.hjson", reviews, legacy, overwrite=True))[0] == 0
+    code, out = cli("x-train", train_config(tmp_path / "t.hjson", reviews, legacy, overwrite=True, max_update=2), "--dry")
+    assert code == 0 and "the earlier run in" in out
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert cli("x-train", train_config(tmp_path / "t.hjson", reviews, empty, overwrite=True))[0] == 0
+    assert cli("x-train", train_config(tmp_path / "t.hjson", reviews, empty, overwrite=True, max_update=2))[0] == 0
     assert (empty / "state.pt").exists()
 
 
