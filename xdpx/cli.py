@@ -56,7 +56,12 @@ def resolve_runs(command_name: str, path: str) -> list:
     runs, problems = [], []
     for index, config in enumerate(configs):
         if config.values.get("user_dir"):
-            load_user_dir(config.values["user_dir"])
+            try:
+                load_user_dir(config.values["user_dir"])
+            except FileNotFoundError as e:
+                source = config.sources.get("user_dir", path)
+                raise ConfigError(f"{source}: key 'user_dir': {e}: give the folder of your components "
+                                  "(a Python package with an __init__.py)") from None
         try:
             config = command.prepare(config)
             args = resolve(config.values, COMMON_OPTIONS + command.options(), command.group,
@@ -108,6 +113,14 @@ def run_chain(argv: list[str]) -> int:
                     return EXIT_CONFIG
                 except UserError as e:
                     print(f"{name}: error: {e}", file=sys.stderr)
+                    return EXIT_FAILED
+                except OSError as e:
+                    from xdpx.io.retry import StoreUnavailableError
+
+                    if not isinstance(e, StoreUnavailableError):
+                        traceback.print_exc()
+                        return EXIT_FAILED
+                    print(f"{name}: error: {e}", file=sys.stderr)  # one line: the store is away
                     return EXIT_FAILED
                 except KeyboardInterrupt:
                     print(f"{name}: interrupted", file=sys.stderr)

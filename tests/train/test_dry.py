@@ -32,10 +32,11 @@ def test_data_dir_without_meta(tmp_path, capsys):
 
 
 def test_existing_save_dir_needs_resume_overwrite_or_auto_suffix(reviews, tmp_path, capsys):
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "log.txt").write_text("x")
+    (tmp_path / "run").mkdir()  # a run written before the .xdpx-run marker: args.py beside its logs
+    (tmp_path / "run" / "args.py").write_text("{}")
+    (tmp_path / "run" / "train.log.tsv").write_text("epoch\tstep\n")
     code, out = dry(write_config(tmp_path / "t.hjson", reviews, tmp_path / "run"), capsys)
-    assert code == 2 and "exists: set resume: true" in out
+    assert code == 2 and "holds a run: set resume: true" in out
     for option in ("resume", "overwrite", "auto_suffix"):
         code, out = dry(write_config(tmp_path / "t.hjson", reviews, tmp_path / "run", **{option: True}), capsys)
         assert code == 0, out

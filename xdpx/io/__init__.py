@@ -30,11 +30,13 @@ from .ops import (
 )
 from .paths import abspath, basename, dirname, is_remote, join, protocol_of
 from .progress import PROGRESS_THRESHOLD, set_progress
+from .retry import StoreUnavailableError
 from .streams import open
 from .transfer import copy, copytree, move
 
 __all__ = [
     "PROGRESS_THRESHOLD",
+    "StoreUnavailableError",
     "abspath",
     "basename",
     "cache_dir",

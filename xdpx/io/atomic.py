@@ -50,8 +50,55 @@ def commit_local(tmp: str, target: str) -> None:
     os.replace(tmp, target)
 
 
+def upload_temp_dir() -> str:
+    """``<system temp dir>/xdpx-uploads-<uid>``: one folder per user, so a sweep sees only its own files."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"xdpx-uploads-{uid}")
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def sweep_upload_temps() -> list[str]:
+    """Delete the upload temp files of processes that are gone (killed during an upload); return them.
+
+    A temp file is named ``<pid>-<random>.tmp`` after the process that wrote it: a live process's files
+    are never touched.
+    """
+    folder = upload_temp_dir()
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    swept = []
+    for name in names:
+        pid = name.split("-", 1)[0]
+        if name.endswith(".tmp") and pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
+            _unlink_quiet(os.path.join(folder, name))
+            swept.append(name)
+    return swept
+
+
+_swept = False
+
+
 def remote_temp() -> str:
-    fd, tmp = tempfile.mkstemp(prefix="xdpx-upload-", suffix=".tmp")
+    """A new local temp file for an upload, in :func:`upload_temp_dir`. The first call
+    of a process sweeps the files that killed processes left there."""
+    global _swept
+    folder = upload_temp_dir()
+    os.makedirs(folder, exist_ok=True)
+    if not _swept:
+        _swept = True
+        sweep_upload_temps()
+    fd, tmp = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".tmp", dir=folder)
     os.close(fd)
     return tmp
 

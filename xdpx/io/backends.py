@@ -10,6 +10,7 @@ from .credentials import filesystem
 from .errors import path_error, path_errors
 from .paths import PathLike, to_str
 from .progress import CHUNK_SIZE, fsspec_callback
+from .retry import retrying
 
 # Object stores cap a multipart upload at 10,000 parts; stay under it with room to spare.
 _MAX_PARTS = 9000
@@ -28,6 +29,10 @@ def is_object_store(fs: Any) -> bool:
     return any(p in ("s3", "s3a", "gs", "gcs", "oss") for p in _protocols(fs))
 
 
+def is_s3(fs: Any) -> bool:
+    return "s3" in _protocols(fs)
+
+
 def transfer_kwargs(fs: Any, size: int | None) -> dict[str, Any]:
     """s3fs otherwise reads up to 100 MiB into memory for one put and downloads 50 MiB parts."""
     if "s3" not in _protocols(fs):
@@ -41,6 +46,7 @@ def read_kwargs(fs: Any) -> dict[str, Any]:
     return {"block_size": CHUNK_SIZE} if is_object_store(fs) else {}
 
 
+@retrying()
 def info(path: PathLike) -> dict[str, Any]:
     """fsspec ``info()`` of a remote path; FileNotFoundError names the path as given."""
     url = to_str(path)
@@ -49,6 +55,7 @@ def info(path: PathLike) -> dict[str, Any]:
         return fs.info(p)
 
 
+@retrying(path_arg=1)
 def put_file(local: str, url: str, bar: Any, size: int | None = None) -> None:
     """Upload a local file in one put (multipart above a few chunks: still published atomically)."""
     fs, p = filesystem(url)
@@ -73,6 +80,7 @@ def _put_memory(fs: Any, local: str, p: str, bar: Any) -> None:
     bar.update(len(data))
 
 
+@retrying()
 def get_file(url: str, local: str, bar: Any, size: int | None = None) -> None:
     """Download to a local path, streaming."""
     fs, p = filesystem(url)

@@ -230,6 +230,7 @@ def filesystem(path: PathLike) -> tuple[AbstractFileSystem, str]:
             "'oss: {endpoint: https://oss-<region>.aliyuncs.com, key: ..., secret: ...}' in the io config "
             "file named by XDPX_IO_CONFIG (see docs/io.md)"
         )
+    opts.pop("retry_seconds", None)  # xdpx.io's own setting (retry.py), not the backend's
     try:
         fs = fsspec.filesystem(scheme, **opts)
     except Exception as e:

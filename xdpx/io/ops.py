@@ -12,14 +12,16 @@ from typing import Any
 
 from . import paths
 from .atomic import local_temp_for
-from .backends import info, modified_time
+from .backends import info, is_s3, modified_time
 from .credentials import filesystem
 from .errors import path_error, path_errors
 from .paths import PathLike, check_writable_scheme, is_remote, local_path, split_protocol, to_str
 from .progress import CHUNK_SIZE, make_bar
+from .retry import retrying
 from .streams import open as _open
 
 
+@retrying()
 def exists(path: PathLike) -> bool:
     """True if a file or directory (or, remotely, a non-empty prefix or bucket) exists at ``path``."""
     url = to_str(path)
@@ -29,6 +31,7 @@ def exists(path: PathLike) -> bool:
     return bool(fs.exists(p))
 
 
+@retrying()
 def isdir(path: PathLike) -> bool:
     """True if ``path`` is a directory (remotely: a bucket or a prefix with objects under it)."""
     url = to_str(path)
@@ -38,6 +41,7 @@ def isdir(path: PathLike) -> bool:
     return bool(fs.isdir(p))
 
 
+@retrying()
 def isfile(path: PathLike) -> bool:
     """True if ``path`` is a file (remotely: an object)."""
     url = to_str(path)
@@ -47,6 +51,7 @@ def isfile(path: PathLike) -> bool:
     return bool(fs.isfile(p))
 
 
+@retrying()
 def stat(path: PathLike) -> dict[str, Any]:
     """``{'type': 'file'|'directory', 'size': int|None, ...backend fields}``; FileNotFoundError if missing."""
     url = to_str(path)
@@ -60,6 +65,7 @@ def stat(path: PathLike) -> dict[str, Any]:
     return meta
 
 
+@retrying()
 def listdir(path: PathLike) -> list[str]:
     """Names (not paths) of the entries of a directory, sorted."""
     url = to_str(path)
@@ -70,13 +76,15 @@ def listdir(path: PathLike) -> list[str]:
     with path_errors(url):
         entries = fs.ls(p, detail=True)
     root = p.rstrip("/")
-    if len(entries) == 1 and entries[0]["name"].rstrip("/") == root and entries[0].get("type") == "file":
+    # a directory marker ('dir/', see makedirs) is the directory itself, not a file named like it
+    if len(entries) == 1 and entries[0]["name"] == root and entries[0].get("type") == "file":
         raise path_error(NotADirectoryError, url)
     # Some tools store 'dir/' marker objects: a listing may contain the directory itself.
     names = {posixpath.basename(e["name"].rstrip("/")) for e in entries if e["name"].rstrip("/") != root}
     return sorted(n for n in names if n)
 
 
+@retrying()
 def glob(pattern: PathLike) -> list[str]:
     """Sorted full paths matching ``pattern`` (``*``, ``?``, ``[..]``, ``**``), in the pattern's scheme."""
     url = to_str(pattern)
@@ -86,23 +94,36 @@ def glob(pattern: PathLike) -> list[str]:
     fs, p = filesystem(url)
     with path_errors(url):
         found = fs.glob(p)
-    return sorted(paths.unstrip(str(scheme), name) for name in found)
+    # a directory marker ('dir/') names the directory that the listing holds already
+    return sorted({paths.unstrip(str(scheme), name.rstrip("/")) for name in found})
 
 
+@retrying()
 def makedirs(path: PathLike, exist_ok: bool = True) -> None:
-    """Create a directory and its parents. On object stores directories are implicit: mostly a no-op."""
+    """Create a directory and its parents.
+
+    On S3 an empty prefix does not exist, so a new directory gets a zero-byte ``prefix/`` marker object
+    (what the S3 console's "Create folder" writes): afterwards ``exists``, ``isdir`` and ``listdir`` see
+    it in every process, as they would a local folder. Other object stores: implicit directories, a no-op.
+    """
     url = check_writable_scheme(path)
     if not is_remote(url):
         with path_errors(url):
             os.makedirs(local_path(url), exist_ok=exist_ok)
         return
     fs, p = filesystem(url)
-    if not exist_ok and fs.exists(p):
+    found = fs.exists(p)
+    if not exist_ok and found:
         raise path_error(FileExistsError, url)
     with path_errors(url):
         fs.makedirs(p, exist_ok=True)
+        bucket_only = "/" not in p.strip("/")
+        if not found and not bucket_only and is_s3(fs):
+            fs.pipe_file(p.rstrip("/") + "/", b"")
+            fs.invalidate_cache(p)
 
 
+@retrying()
 def remove(path: PathLike) -> None:
     """Delete a file; directories need :func:`rmtree`."""
     url = check_writable_scheme(path)
@@ -117,6 +138,7 @@ def remove(path: PathLike) -> None:
         fs.rm_file(p)
 
 
+@retrying()
 def rmtree(path: PathLike) -> None:
     """Delete a directory and everything under it."""
     url = check_writable_scheme(path)
@@ -131,6 +153,7 @@ def rmtree(path: PathLike) -> None:
         fs.rm(p, recursive=True)
 
 
+@retrying()
 def last_modified(path: PathLike) -> float:
     """Modification time in seconds since the epoch (object stores: of the object; no remote dirs)."""
     url = to_str(path)
@@ -143,6 +166,7 @@ def last_modified(path: PathLike) -> float:
     return modified_time(url, meta)
 
 
+@retrying()
 def size(path: PathLike) -> int:
     """Size of a file in bytes; for a directory, the total size of the files under it."""
     url = to_str(path)

@@ -13,6 +13,7 @@ from .credentials import filesystem
 from .errors import path_errors
 from .paths import PathLike, basename, check_writable_scheme, is_remote, local_path, to_str
 from .progress import make_bar, should_show
+from .retry import retrying
 
 
 class _ProgressReader(io.RawIOBase):
@@ -61,6 +62,7 @@ def _upload_on_commit(url: str, progress: bool | None) -> Any:
     return upload
 
 
+@retrying()
 def open(  # shadows builtins.open on purpose: xdpx.io.open is the one way to open files
     path: PathLike,
     mode: str = "r",

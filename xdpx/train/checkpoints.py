@@ -84,12 +84,43 @@ def save_torch(obj: Any, path: str) -> None:
         torch.save(obj, f)
 
 
+def _unreadable(path: str, error: Exception) -> Exception:
+    """One clear line for a file torch.load refuses. torch's own text advises weights_only=False, which
+    would run whatever code the file holds: that advice is never passed on."""
+    import pickle
+
+    from xdpx.cli import UserError
+
+    text = str(error)
+    if isinstance(error, pickle.UnpicklingError):
+        found = re.search(r"GLOBAL ([\w.]+)", text)
+        what = f"a reference to {found.group(1)}, which is code, not weights" if found else \
+            "pickled objects other than tensors, numbers, strings and containers"
+        return UserError(f"{path} is refused as a checkpoint: it holds {what}. Checkpoints load with "
+                         "weights_only=True, so nothing in a file ever runs; use a checkpoint written by "
+                         "x-train (or saved with torch.save of a state_dict)")
+    first = text.split(". ")[0].strip() if "weights_only" not in text else ""
+    reason = f"{type(error).__name__}: {first}" if first else type(error).__name__
+    return UserError(f"{path} is not a readable checkpoint: it is truncated, corrupt or not a torch.save "
+                     f"file ({reason})")
+
+
 def load_torch(path: str) -> Any:
-    """torch.load with weights_only=True (no code runs on load), from any xdpx.io path."""
+    """torch.load with weights_only=True (no code runs on load), from any xdpx.io path. A corrupt,
+    truncated or code-carrying file raises a UserError naming the path."""
+    import pickle
+    import warnings
+
     import torch
 
     with io.open(path, "rb") as f:
-        return torch.load(f, map_location="cpu", weights_only=True)
+        try:
+            with warnings.catch_warnings():  # torch warns about pickle protocols of files it then refuses
+                warnings.simplefilter("ignore")
+                return torch.load(f, map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError, IndexError, TypeError,
+                AttributeError) as error:
+            raise _unreadable(path, error) from None
 
 
 def load_weights(path: str) -> dict[str, Any]:
@@ -100,6 +131,26 @@ def load_weights(path: str) -> dict[str, Any]:
     return obj
 
 
+def shape_differences(own: dict[str, Any], saved: dict[str, Any]) -> list[str]:
+    """'name (saved shape) vs the model's (shape)' for each weight both have with different shapes."""
+    return [f"{k} {tuple(v.shape)} vs the model's {tuple(own[k].shape)}" for k, v in saved.items()
+            if k in own and hasattr(v, "shape") and tuple(own[k].shape) != tuple(v.shape)]
+
+
+def state_mismatch(own: dict[str, Any], saved: dict[str, Any]) -> str | None:
+    """Why ``saved`` weights are not this model's (shapes, missing or extra keys), or None."""
+    parts = []
+    shapes = shape_differences(own, saved)
+    if shapes:
+        parts.append("shapes differ: " + "; ".join(shapes[:5]))
+    missing, unexpected = sorted(set(own) - set(saved)), sorted(set(saved) - set(own))
+    if missing:
+        parts.append(f"the model has weights the state lacks: {missing[:5]}")
+    if unexpected:
+        parts.append(f"the state has weights the model lacks: {unexpected[:5]}")
+    return "; ".join(parts) or None
+
+
 def load_weights_into(model: Any, path: str, strict: bool, say: Any = print, hint: str = "") -> None:
     """Load the weights at ``path`` into ``model``: shape mismatches fail; missing/unexpected keys fail
     when ``strict`` (a checkpoint of this very model), else they are listed through ``say`` (pretrained
@@ -108,8 +159,7 @@ def load_weights_into(model: Any, path: str, strict: bool, say: Any = print, hin
 
     weights = load_weights(path)
     own = model.state_dict()
-    mismatched = [f"{k} {tuple(v.shape)} vs the model's {tuple(own[k].shape)}" for k, v in weights.items()
-                  if k in own and tuple(own[k].shape) != tuple(v.shape)]
+    mismatched = shape_differences(own, weights)
     if mismatched:
         raise UserError(f"{path}: weight shapes differ from the model's: {'; '.join(mismatched[:5])}.{hint}")
     missing = sorted(set(own) - set(weights))

@@ -56,6 +56,36 @@ def _dir_in_use(path: str) -> bool:
     return io.isdir(path) and bool(io.listdir(path))
 
 
+def save_dir_problems(args: Any) -> list[tuple[str, str]]:
+    """(key, problem) for what save_dir and overwrite / resume / auto_suffix would do to existing files."""
+    from xdpx.train.run_dir import is_run_dir, overwrite_problem, resume_problem
+
+    save_dir = args.save_dir
+    if not args.auto_suffix and io.isfile(save_dir):
+        return [("save_dir", f"{save_dir!r} is a file, not a folder: choose a folder for the run")]
+    if args.overwrite:
+        problem = overwrite_problem(save_dir, args)
+        return [("overwrite", problem)] if problem else []
+    if args.resume:
+        problem = resume_problem(save_dir)
+        return [("resume", problem)] if problem else []
+    if _dir_in_use(save_dir) and not args.auto_suffix:
+        if is_run_dir(save_dir):
+            return [("save_dir", f"{save_dir!r} holds a run: set resume: true to continue it, overwrite: true "
+                                 "to replace it, or auto_suffix: true for a new folder")]
+        return [("save_dir", f"{save_dir!r} exists and is not a run directory of x-train: choose another "
+                             "save_dir, or auto_suffix: true for a new folder beside it")]
+    return []
+
+
+def run_files_split(save_dir: str, log_file: str | None) -> tuple[list[str], list[str]]:
+    """(entries x-train wrote, other entries) of an existing save_dir."""
+    from xdpx.train.run_dir import is_run_file
+
+    names = io.listdir(save_dir)
+    return [n for n in names if is_run_file(n, log_file)], [n for n in names if not is_run_file(n, log_file)]
+
+
 def preflight(args: Any) -> tuple[list[str], list[str]]:
     """(problems, notes) of a resolved x-train config; ``args`` is not changed."""
     problems: list[str] = []
@@ -87,9 +117,11 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
                             "lower batch_size or update_freq")
         notes.append(f"training on {train_splits}: {train_size} samples, effective batch {effective}")
 
-    if _dir_in_use(save_dir) and not (args.overwrite or args.resume or args.auto_suffix):
-        problems.append(f"{args.source('save_dir')}: key 'save_dir': {save_dir!r} exists: set resume: true to "
-                        "continue it, overwrite: true to replace it, or auto_suffix: true for a new folder")
+    problems += [f"{args.source(key)}: key {key!r}: {p}" for key, p in save_dir_problems(args)]
+    if args.overwrite and _dir_in_use(save_dir) and not problems:
+        removed, kept = run_files_split(save_dir, args.log_file)
+        notes.append(f"overwrite: the earlier run in {save_dir} is cleared before training ({len(removed)} "
+                     f"entries written by x-train" + (f"; kept, not ours: {', '.join(kept)}" if kept else "") + ")")
     if args.resume and (args.overwrite or args.auto_suffix):
         problems.append(f"{args.source('resume')}: resume continues save_dir: set overwrite and auto_suffix "
                         "to false")
@@ -104,6 +136,10 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
         notes.append(f"resume from {state}" if io.exists(state) else
                      f"resume: {save_dir} holds no saved state yet; the run starts from the beginning")
 
+    warmup = args.get("warmup_steps")
+    if isinstance(warmup, int) and args.max_update and warmup > args.max_update:
+        notes.append(f"warning: warmup_steps ({warmup}) exceeds max_update ({args.max_update}): the learning "
+                     "rate never reaches learning_rate")
     pretrained = args.get("pretrained_model")
     if pretrained:
         from xdpx.train.checkpoints import CheckpointError, resolve_checkpoint

@@ -31,10 +31,11 @@ from xdpx.train.checkpoints import (
     save_torch,
     write_index,
 )
-from xdpx.train.checks import STATE_FILE, available_splits, match_subsets, suffixed_save_dir
+from xdpx.train.checks import STATE_FILE, available_splits, match_subsets
 from xdpx.train.logs import Progress, RunLog, TsvLog
 from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
 from xdpx.train.precision import DynamicLossScaler, LossScaleError, autocast, overflowing_parameters
+from xdpx.train.run_dir import check_resumable, outage_message, prepare_run_dir
 from xdpx.train.state import derived_seed, rng_state, seed_everything, seed_step, set_rng_state
 
 STATE_VERSION = 1
@@ -43,7 +44,12 @@ COPIED_DATA_FILES = ("vocab.txt", "target_map.txt", "tokenizer.json")
 
 def train(args: Any) -> None:
     """Run x-train for resolved ``args`` (the command has checked them)."""
-    Trainer(args).fit()
+    trainer = None
+    try:
+        trainer = Trainer(args)
+        trainer.fit()
+    except io.StoreUnavailableError as error:  # the store stayed away past the retry window
+        raise UserError(outage_message(error, args, getattr(trainer, "save_dir", None))) from None
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -85,6 +91,8 @@ class Trainer:
         self.save_dir = self._prepare_save_dir()
         self.log = RunLog(io.join(self.save_dir, a.log_file) if a.log_file else None, ctx.is_main)
         self.log.file.load()
+        for note in self.save_dir_notes:
+            self.log.info(note)
         state_path = io.join(self.save_dir, STATE_FILE)
         state = load_torch(state_path) if a.resume and io.exists(state_path) else None
 
@@ -129,6 +137,9 @@ class Trainer:
         limits = [n for n in (a.max_update, a.max_epoch and a.max_epoch * per_epoch) if n]
         self.total_updates = min(limits)
         self.scheduler = component("lr_scheduler")(a, self.total_updates)
+        if getattr(self.scheduler, "warmup_updates", 0) > self.total_updates:
+            self.log.info(f"warning: warmup_steps ({self.scheduler.warmup_updates}) exceeds the run's "
+                          f"{self.total_updates} updates: the learning rate never reaches learning_rate")
 
         # policies and logs
         self.eval_schedule = EvalSchedule(a.eval_interval, a.eval_interval_warmup, a.eval_interval_warmup_multiplier)
@@ -470,16 +481,17 @@ class Trainer:
             save_torch(self.module.state_dict(), io.join(self.save_dir, checkpoint_name(step)))
             if self.args.save_full_checkpoint:
                 save_torch(self._state_dict(), io.join(self.save_dir, full_state_name(step)))
-        for old in self.save_policy.record(step, is_best):
-            for name in (checkpoint_name(old), full_state_name(old)):
-                path = io.join(self.save_dir, name)
-                if self.context.is_main and io.exists(path):
-                    io.remove(path)
-        if self.context.is_main:
+        outdated = self.save_policy.record(step, is_best)
+        if self.context.is_main:  # the index first: a kill between the two never leaves it naming a deleted file
             best = self.save_policy.best_step
             write_index(self.save_dir, {"best": checkpoint_name(best) if best is not None else None,
                                         "last": checkpoint_name(step), "best_step": best,
                                         "best_score": self.early_stopping.best_score})
+        for old in outdated:
+            for name in (checkpoint_name(old), full_state_name(old)):
+                path = io.join(self.save_dir, name)
+                if self.context.is_main and io.exists(path):
+                    io.remove(path)
 
     # ---- state -------------------------------------------------------------------------------------
     def _state_dict(self) -> dict[str, Any]:
@@ -512,6 +524,7 @@ class Trainer:
         save_torch(self._state_dict(), io.join(self.save_dir, STATE_FILE))
 
     def _restore(self, state: dict[str, Any]) -> None:
+        check_resumable(state, self.module, self.optimizer, io.join(self.save_dir, STATE_FILE))
         self.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -543,15 +556,9 @@ class Trainer:
     def _prepare_save_dir(self) -> str:
         a, ctx = self.args, self.context
         save_dir = a.save_dir
-        if ctx.is_main:
-            if a.auto_suffix:
-                save_dir = suffixed_save_dir(save_dir)
-            elif a.overwrite and io.exists(save_dir):
-                io.rmtree(save_dir)
-            io.makedirs(save_dir)
-            for name in io.listdir(save_dir):  # temp files of writes cut short by a kill
-                if name.startswith(".") and name.endswith(".tmp"):
-                    io.remove(io.join(save_dir, name))
+        self.save_dir_notes: list[str] = []
+        if ctx.is_main:  # overwrite clears only a run directory of x-train (run_dir.py)
+            save_dir, self.save_dir_notes = prepare_run_dir(a)
         if ctx.distributed:  # every rank writes to the folder rank 0 chose
             chosen = [save_dir]
             torch.distributed.broadcast_object_list(chosen, src=0)

@@ -38,7 +38,10 @@ TRAIN_OPTIONS: list[Any] = [
     # paths
     Option("data_dir", str, doc="the output folder of x-prepro (holds meta.hjson and the binary splits)"),
     Option("save_dir", str, doc="the run directory: args, logs, checkpoints and the resumable state"),
-    Option("overwrite", bool, default=False, doc="whether to overwrite save_dir if it exists"),
+    Option("overwrite", bool, default=False,
+           doc="replace the run in save_dir: clears only a run directory of x-train (or an empty folder), "
+               "and only the files x-train wrote; any other folder is refused before any work "
+               "(docs/reliability.md)"),
     Option("auto_suffix", bool, default=False,
            doc="use save_dir.1, save_dir.2 ... when save_dir exists. Exclusive with overwrite"),
     Option("resume", bool, default=False,

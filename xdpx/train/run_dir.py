@@ -1,0 +1,207 @@
+"""What x-train may do to an existing save_dir: recognise its own run directories, refuse the rest.
+
+``overwrite: true`` clears only a folder that x-train made (or an empty one), and only the files x-train
+writes there; anything else in it stays. It never clears a folder that holds the data, the current
+directory, a home directory, a filesystem or bucket root, or any parent of those. A run directory is
+recognised by the marker file written when the run starts (``.xdpx-run``), or, for runs written before
+the marker existed, by ``args.py`` beside ``state.pt``, ``train.log.tsv`` or ``checkpoints.json`` (not
+``log.txt``: x-prepro writes args.py and log.txt too) in a folder without ``meta.hjson`` (x-prepro's). The checks run before any work, with and without ``--dry`` (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Any
+
+from xdpx import io
+
+RUN_MARKER = ".xdpx-run"
+# Files and folders x-train (and x-viz / the TensorBoard mirror, which write into the run) create.
+RUN_FILES = frozenset({
+    RUN_MARKER, "args.py", "starter_config.hjson", "log.txt", "train.log.tsv", "valid.log.tsv", "state.pt",
+    "checkpoints.json", "snapshot.zip", "vocab.txt", "target_map.txt", "tokenizer.json", "plots", "tensorboard",
+})
+_RUN_PATTERNS = re.compile(r"^(checkpoint-\d+\.pt|state-\d+\.pt|\..+\.tmp)$")
+# Files that, beside args.py, say that x-train wrote the folder (runs made before the marker existed);
+# x-prepro's output also holds args.py and log.txt, and always meta.hjson.
+_LEGACY_EVIDENCE = ("state.pt", "train.log.tsv", "checkpoints.json")
+_DATA_DIR_FILE = "meta.hjson"
+
+
+def is_run_file(name: str, log_file: str | None = None) -> bool:
+    """Whether x-train writes an entry of this name into a run directory."""
+    return name in RUN_FILES or name == log_file or bool(_RUN_PATTERNS.match(name))
+
+
+def is_run_dir(path: str) -> bool:
+    """Whether ``path`` is a run directory made by x-train (marker, or args.py with its logs or state)."""
+    if not io.isdir(path):
+        return False
+    names = set(io.listdir(path))
+    if _DATA_DIR_FILE in names:
+        return False
+    return RUN_MARKER in names or ("args.py" in names and any(n in names for n in _LEGACY_EVIDENCE))
+
+
+def mark_run_dir(save_dir: str) -> None:
+    """Write the marker that lets a later ``overwrite: true`` recognise this folder as a run."""
+    marker = io.join(save_dir, RUN_MARKER)
+    if not io.exists(marker):
+        with io.open(marker, "w") as f:
+            json.dump({"written_by": "x-train", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, f)
+            f.write("\n")
+
+
+def _local_real(path: str) -> str:
+    return os.path.realpath(io.abspath(path))
+
+
+def _contains(outer: str, inner: str) -> bool:
+    """Whether ``inner`` is ``outer`` or lies under it (same kind of path; local paths made real)."""
+    if io.is_remote(outer) != io.is_remote(inner):
+        return False
+    if io.is_remote(outer):
+        o, i = outer.rstrip("/"), inner.rstrip("/")
+        return i == o or i.startswith(o + "/")
+    o, i = _local_real(outer), _local_real(inner)
+    return i == o or i.startswith(o.rstrip(os.sep) + os.sep)
+
+
+def protected_reason(save_dir: str, inputs: dict[str, str]) -> str | None:
+    """Why ``save_dir`` must never be cleared, or None. ``inputs``: option name -> path the run reads."""
+    if io.is_remote(save_dir):
+        _, rest = save_dir.split("://", 1)
+        if "/" not in rest.strip("/"):
+            return "it is a whole bucket"
+    else:
+        real = _local_real(save_dir)
+        if real == os.path.dirname(real):
+            return "it is the filesystem root"
+        for what, place in (("the current directory", os.getcwd()), ("your home directory", os.path.expanduser("~"))):
+            if _contains(real, place):
+                return f"it is {what}" if real == _local_real(place) else f"it holds {what}"
+    for option, path in inputs.items():
+        if path and _contains(save_dir, path):
+            return f"it holds {option} {path}"
+    return None
+
+
+def inputs_of(args: Any) -> dict[str, str]:
+    """The paths an x-train run reads, which clearing save_dir must never touch."""
+    found = {"data_dir": args.data_dir}
+    for key in ("pretrained_model", "user_dir"):
+        value = args.get(key)
+        if value:
+            found[key] = value.split("<", 1)[0].rstrip("/") or "."  # 'runs/a/<best>' reads runs/a
+    return found
+
+
+def overwrite_problem(save_dir: str, args: Any) -> str | None:
+    """Why ``overwrite: true`` must not clear ``save_dir``, or None when it may (or there is nothing)."""
+    if not io.isdir(save_dir) or not io.listdir(save_dir):
+        return None
+    reason = protected_reason(save_dir, inputs_of(args))
+    if reason:
+        return f"overwrite refuses to clear {save_dir!r}: {reason}. Choose another save_dir"
+    if not is_run_dir(save_dir):
+        return (f"overwrite refuses to clear {save_dir!r}: it is not a run directory of x-train (no {RUN_MARKER} "
+                "marker, no args.py with its logs or state). Choose another save_dir, or auto_suffix: true")
+    return None
+
+
+def resume_problem(save_dir: str) -> str | None:
+    """A non-empty folder that x-train did not make cannot be continued: its files would be replaced."""
+    if io.isdir(save_dir) and io.listdir(save_dir) and not is_run_dir(save_dir):
+        return (f"resume: {save_dir!r} is not a run directory of x-train (no {RUN_MARKER} marker, no args.py "
+                "with its logs or state), and the run would write its files into it. Choose another save_dir")
+    return None
+
+
+def clear_run(save_dir: str, log_file: str | None) -> tuple[list[str], list[str]]:
+    """Delete what x-train wrote in a (checked) run directory; (removed names, kept names)."""
+    removed, kept = [], []
+    for name in io.listdir(save_dir):
+        path = io.join(save_dir, name)
+        if not is_run_file(name, log_file):
+            kept.append(name)
+        elif io.isdir(path):
+            io.rmtree(path)
+            removed.append(name + "/")
+        else:
+            io.remove(path)
+            removed.append(name)
+    return removed, kept
+
+
+def prepare_run_dir(args: Any) -> tuple[str, list[str]]:
+    """Make (or, with overwrite, clear) the run directory and mark it; (save_dir, lines for the log).
+
+    The checks of preflight run again here: the folder may have changed since, and a Trainer can be built
+    without the command.
+    """
+    from xdpx.cli import UserError
+    from xdpx.train.checks import save_dir_problems, suffixed_save_dir
+
+    problems = save_dir_problems(args)
+    if problems:
+        raise UserError("; ".join(problem for _, problem in problems))
+    save_dir, said = args.save_dir, []
+    if args.auto_suffix:
+        save_dir = suffixed_save_dir(save_dir)
+    elif args.overwrite and io.isdir(save_dir):
+        removed, kept = clear_run(save_dir, args.log_file)
+        if removed:
+            said.append(f"overwrite: cleared the earlier run in {save_dir} ({len(removed)} entries: "
+                        f"{', '.join(sorted(removed)[:8])}{', ...' if len(removed) > 8 else ''})")
+        if kept:
+            said.append(f"overwrite: kept {', '.join(sorted(kept))} in {save_dir} (not written by x-train)")
+    io.makedirs(save_dir)
+    for name in io.listdir(save_dir):  # temp files of local writes cut short by a kill
+        if name.startswith(".") and name.endswith(".tmp"):
+            io.remove(io.join(save_dir, name))
+    mark_run_dir(save_dir)
+    return save_dir, said
+
+
+def check_resumable(state: dict[str, Any], module: Any, optimizer: Any, state_path: str) -> None:
+    """A UserError, before anything is loaded, when state.pt was saved by another model or optimizer."""
+    from xdpx.cli import UserError
+    from xdpx.train.checkpoints import state_mismatch
+
+    fix = ("Resume with the options the run was started with (its starter_config.hjson), or start a new run: "
+           "another save_dir, or auto_suffix: true")
+    if not isinstance(state, dict) or not {"model", "optimizer", "counters"} <= set(state):
+        raise UserError(f"resume: {state_path} is not a training state of x-train. {fix}")
+    problem = state_mismatch(module.state_dict(), state["model"])
+    if problem:
+        raise UserError(f"resume: {state_path} was saved by another model or shape than this config builds "
+                        f"({problem}). {fix}")
+    saved_groups = state["optimizer"].get("param_groups", [])
+    own_groups = optimizer.state_dict()["param_groups"]
+    if [len(g["params"]) for g in saved_groups] != [len(g["params"]) for g in own_groups]:
+        raise UserError(f"resume: the optimizer state in {state_path} does not fit this config's optimizer "
+                        f"(parameter groups {[len(g['params']) for g in saved_groups]} saved, "
+                        f"{[len(g['params']) for g in own_groups]} now). {fix}")
+    # the same optimizer class writes the same group settings; another one has settings this one lacks
+    extra = sorted(set(saved_groups[0]) - set(own_groups[0]) - {"initial_lr"}) if saved_groups and own_groups else []
+    if extra:
+        raise UserError(f"resume: {state_path} was saved with another optimizer (its settings {extra} are not "
+                        f"this optimizer's). {fix}")
+
+
+def outage_message(error: Exception, args: Any, save_dir: str | None) -> str:
+    """What to tell a user whose run stopped because the object store stayed away: the cause, that nothing
+    is corrupt, and how to continue."""
+    config = args.source("save_dir")
+    save_dir = save_dir or args.save_dir
+    changes = ["resume: true"]
+    if save_dir != args.save_dir:  # auto_suffix chose the folder
+        changes.append(f"save_dir: {save_dir}")
+    if args.overwrite or args.auto_suffix:
+        changes.append("overwrite: false, auto_suffix: false")
+    return (f"{error}\nThe run stopped cleanly: every file in {save_dir} is complete or absent (writes are "
+            f"atomic). When the store answers again, continue it from its last saved state: set "
+            f"{', '.join(changes)} in {config}, then run: x-train {config}")
