@@ -9,8 +9,10 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from xdpx import io
+from xdpx.data.loading import Layout
 
 CHUNK_LINES = 4096
+UNKNOWN_LAYOUT = Layout(labelled=False)  # no record of the file parses: each one is reported as bad
 
 
 class HashingReader:
@@ -40,12 +42,13 @@ def first_columns(parser: Any, record: Any) -> list[str] | None:
 
 
 def iter_chunks(files: list[str], parser: Any, loader: Any, start_line: int, remove_duplicate: bool,
-                digest: Any, counts: dict[str, int]) -> Iterator[tuple[str, bool, list[tuple[int, Any]]]]:
-    """(file, labelled, records) chunks of the split's files in order; duplicates dropped here."""
+                digest: Any, counts: dict[str, int]) -> Iterator[tuple[str, Layout, list[tuple[int, Any]]]]:
+    """(file, layout, records) chunks of the split's files in order; duplicates dropped here. The layout
+    (labelled or not, number of columns) is that of the file's first record that parses."""
     seen: set[int] = set()
     for path in files:
         digest.update(io.basename(path).encode() + b"\0")
-        labelled: bool | None = None
+        layout: Layout | None = None
         chunk: list[tuple[int, Any]] = []
         with io.open(path, "rb") as f:
             for number, raw in parser.records(HashingReader(f, digest), path):
@@ -54,10 +57,10 @@ def iter_chunks(files: list[str], parser: Any, loader: Any, start_line: int, rem
                 if number == 1 and isinstance(raw, bytes) and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]  # a UTF-8 byte order mark
                 counts["lines"] += 1
-                if labelled is None and raw:
+                if layout is None and raw:
                     columns = first_columns(parser, raw)
                     if columns is not None:
-                        labelled = loader.is_labelled(columns)
+                        layout = loader.layout_of(columns, number)
                 if remove_duplicate and raw:
                     key = hash(raw if isinstance(raw, bytes) else repr(raw))
                     if key in seen:
@@ -66,10 +69,10 @@ def iter_chunks(files: list[str], parser: Any, loader: Any, start_line: int, rem
                     seen.add(key)
                 chunk.append((number, raw))
                 if len(chunk) >= CHUNK_LINES:
-                    yield path, bool(labelled), chunk
+                    yield path, layout or UNKNOWN_LAYOUT, chunk
                     chunk = []
         if chunk:
-            yield path, bool(labelled), chunk
+            yield path, layout or UNKNOWN_LAYOUT, chunk
 
 
 class WorkerPool:

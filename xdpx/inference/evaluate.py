@@ -62,7 +62,7 @@ def read_subset(loaded: Any, args: Args, subset: Any) -> Any:
         return open_split(loaded.data_dir, subset)
     samples, skipped = [], 0
     for encoded in encode_source(subset, loaded.run_args, loaded.processor.data_dir, args.workers,
-                                 args.skip_bad_lines):
+                                 args.skip_bad_lines, max_bad_fraction=args.get("max_bad_fraction", 0.0)):
         if encoded.samples and not encoded.labelled:
             raise UserError(f"{subset.name} has no labels (the first record has only the text column(s)): "
                             "x-eval needs labelled data; use x-pred for unlabelled inputs")

@@ -152,7 +152,7 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
                 return ["text", "label"][:width]
         else:
             chunks = encode_source(source, run_args, processor.data_dir, args.workers, args.skip_bad_lines,
-                                   args.max_predict)
+                                   args.max_predict, args.get("max_bad_fraction", 0.0))
 
             def origin(width: int, labelled: bool, table: Any = source.column_names) -> list[str]:
                 return origin_names(width, loader, labelled, table)
