@@ -163,8 +163,8 @@ def test_dry_validates_paths_and_does_nothing(tmp_path, source, capsys):
     assert prepro(tmp_path, dry=True, data_source=str(source), data_dir=str(out), **BASIC) == 0
     assert "# split train:" in capsys.readouterr().out and not out.exists()
     assert prepro(tmp_path, dry=True, data_source=str(source), data_files=["train.txt", "dev.txt"],
-                  data_dir=str(out), **BASIC) == EXIT_FAILED
-    assert "nothing matches 'dev.txt'" in capsys.readouterr().err
+                  data_dir=str(out), **BASIC) == EXIT_CONFIG
+    assert "prepro.hjson: data_files: nothing matches 'dev.txt'" in capsys.readouterr().err
     assert prepro(tmp_path, dry=True, data_source=str(tmp_path / "nowhere"), data_dir=str(out), **BASIC) == EXIT_CONFIG
     assert "does not exist" in capsys.readouterr().err
     assert prepro(tmp_path, dry=True, data_source=str(source), data_dir=str(out), processor="bert_lm",

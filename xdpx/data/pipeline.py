@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Any
 
 from xdpx import io
+from xdpx.config.errors import ConfigError
 from xdpx.data import loaders, parsers, processors, tokenizers
 from xdpx.data.dictionary import Dictionary
 from xdpx.data.errors import BadLine, too_many_bad_lines
@@ -42,6 +43,9 @@ def plan(args: Any) -> tuple[list[tuple[str, list[str]]], dict[str, Any] | None]
     splits, problems = resolve_splits(args.data_source, args.data_files, exclude=args.data_dir)
     if not splits and not problems:
         problems.append(f"data_files {args.data_files!r} selects no file in {args.data_source}")
+    if problems:  # what data_files names is part of the config: exit 2 like any other config error
+        where = args.source("data_files")
+        raise ConfigError([f"{where}: {p}" for p in problems])
     for split, files in splits:
         empty = [f for f in files if io.size(f) == 0]
         if empty and len(empty) == len(files):

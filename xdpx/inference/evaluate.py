@@ -24,7 +24,7 @@ EVAL_OPTIONS: list[Any] = [
            doc="what to evaluate: split names of the run's data_dir (dev, train...), raw files in the training "
                "format, Parquet files or SQL tables (sqlite:///x.db?table=t, postgresql://...?table=t); "
                "one or a list"),
-    Option("save_to_file", str, default=None,
+    Option("save_to_file", str, default=None, path="output",
            doc="also write the results to this .tsv (one row per subset: checkpoint, subset, samples, loss, "
                "metrics)"),
     Option("save_mode", str, default="a", choices=["a", "w"],
@@ -107,9 +107,10 @@ class EvalCommand(Command):
         return LOAD_OPTIONS + RAW_DATA_OPTIONS + EVAL_OPTIONS
 
     def run(self, args: Args, dry: bool = False) -> None:
-        from xdpx.inference.loading import run_options
+        from xdpx.inference.loading import check_checkpoint, run_options
 
         run_args = run_options(args)
+        check_checkpoint(args)
         where = args.source("valid_subset")
         subsets = [(name, locate(name, run_args.data_dir, "valid_subset", where))
                    for name in subset_names(args.valid_subset)]

@@ -113,9 +113,10 @@ class PredictCommand(Command):
 
     def run(self, args: Args, dry: bool = False) -> None:
         from xdpx.inference.evaluate import locate
-        from xdpx.inference.loading import run_options
+        from xdpx.inference.loading import check_checkpoint, run_options
 
         run_args = run_options(args)
+        check_checkpoint(args)
         where = args.source("predict_file_map")
         inputs = []
         for name, output in args.predict_file_map.items():
