@@ -167,3 +167,10 @@ def test_x_pred_names_file_and_line_or_counts_the_skip(runs: dict[str, Path], tm
     assert f"skipped {kind.skipped} bad line(s)" in stdout
     with open(out, encoding="utf-8") as f:
         assert len(f.read().splitlines()) == 1 + len(data.strip().split(b"\n")) - kind.skipped
+
+
+def test_a_first_line_singleton_label_in_tiny_data_is_not_taken_for_a_header(tmp_path: Path, capsys: Any) -> None:
+    kind = Kind("tiny", {"train.txt": tsv([("a b", "pos"), ("c d", "neg"), ("e f", "neg")])}, "ok")
+    code, _, err, data_dir = prepro(tmp_path, kind, capsys)
+    assert code == 0, err
+    assert (data_dir / "target_map.txt").read_text().split() == ["neg", "pos"]

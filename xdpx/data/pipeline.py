@@ -219,13 +219,13 @@ class Prepro:
             self.say(f"target map: {len(target_map)} labels {target_map.labels[:20]}")
 
     def without_headers(self, label_counts: Counter[str], first_labels: list[tuple[str, str]]) -> Counter[str]:
-        """A label seen once, on the first line of a file, while every other label is seen more often, is
-        a header line's column name: an error, or with skip_bad_lines left out of the target map (its line
-        is then skipped and counted as bad)."""
+        """A label seen once, on the first line of a file, while every other label is seen more often (in
+        more than 10 other records), is a header line's column name: an error, or with skip_bad_lines left
+        out of the target map (its line is then skipped and counted as bad)."""
         headers = [(where, label) for where, label in first_labels
                    if label_counts[label] == 1 and label not in (self.args.get("special_targets") or [])]
         others = [n for label, n in label_counts.items() if label not in {h for _, h in headers}]
-        if not headers or not others or min(others) < 2:
+        if not headers or sum(others) <= 10 or min(others) < 2:
             return label_counts
         if not self.args.skip_bad_lines:
             where, label = headers[0]
