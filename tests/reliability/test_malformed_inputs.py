@@ -174,3 +174,15 @@ def test_a_first_line_singleton_label_in_tiny_data_is_not_taken_for_a_header(tmp
     code, _, err, data_dir = prepro(tmp_path, kind, capsys)
     assert code == 0, err
     assert (data_dir / "target_map.txt").read_text().split() == ["neg", "pos"]
+
+
+def test_a_file_without_line_ends_stops_at_file_line_instead_of_filling_memory(tmp_path: Path, capsys: Any,
+                                                                               monkeypatch: Any) -> None:
+    from xdpx.data import reading
+
+    monkeypatch.setattr(reading, "MAX_LINE_BYTES", 1 << 20)
+    monkeypatch.setattr(reading, "BLOCK_BYTES", 1 << 16)
+    kind = Kind("no line ends", {"train.txt": tsv(clean_rows(3)) + b"x" * (3 << 20)}, "error")
+    code, _, err, data_dir = prepro(tmp_path, kind, capsys, skip_bad_lines=True)
+    assert code == EXIT_FAILED and f"{tmp_path / 'source' / 'train.txt'}:4: a line longer than 1 MiB" in err, err
+    assert not data_dir.exists()
