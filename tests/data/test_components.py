@@ -12,6 +12,7 @@ from xdpx.config.options import Args
 from xdpx.data import loaders, parsers, tokenizers
 from xdpx.data.dictionary import Dictionary
 from xdpx.data.errors import BadLine
+from xdpx.data.loading import Layout
 from xdpx.data.targets import TargetMap
 
 
@@ -51,18 +52,26 @@ def test_json_parser_reads_an_array():
 def test_single_loader_label_first_and_unlabelled_files():
     loader = loaders.get("single")(args(text_column=1, label_column=0))
     assert loader.is_labelled(["1", "good"]) and not loader.is_labelled(["good"])
-    assert loader.fields(["1", " good "], True) == (["good"], "1")
-    assert loader.fields(["good"], False) == (["good"], None)
+    assert loader.fields(["1", " good "], Layout(True)) == (["good"], "1")
+    assert loader.fields(["good"], Layout(False)) == (["good"], None)
     with pytest.raises(BadLine, match="at least 2 columns"):
-        loader.fields(["good"], True)
+        loader.fields(["good"], Layout(True))
     with pytest.raises(BadLine, match="empty text"):
-        loader.fields(["1", " "], True)
+        loader.fields(["1", " "], Layout(True))
 
 
-def test_pair_loader_picks_columns_and_ignores_extra_ones():
-    loader = loaders.get("pair")(args(text1_column=5, text2_column=6, label_column=4))
+def test_a_record_wider_than_the_first_of_its_file_is_a_bad_line():
+    loader = loaders.get("single")(args(text_column=0, label_column=-1))
+    layout = loader.layout_of(["a text", "pos"], line=1)
+    with pytest.raises(BadLine, match=r"3 columns, but the first record of the file \(line 1\) has 2"):
+        loader.fields(["a text", "with a tab", "pos"], layout)
+
+
+def test_pair_loader_with_extra_columns_ignores_them():
+    loader = loaders.get("pair")(args(text1_column=5, text2_column=6, label_column=4, extra_columns=True))
+    first = ["g", "f", "y", "id", "4", "A man.", "A boy."]
     row = ["g", "f", "y", "id", "2.5", "A girl.", "A woman.", "extra", "more"]
-    assert loader.fields(row, loader.is_labelled(row)) == (["A girl.", "A woman."], "2.5")
+    assert loader.fields(row, loader.layout_of(first)) == (["A girl.", "A woman."], "2.5")
 
 
 def test_char_zh_keeps_latin_words_and_numbers_whole():

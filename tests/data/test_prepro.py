@@ -107,7 +107,8 @@ def test_invalid_utf8_and_unknown_label_are_bad_lines(tmp_path, source, capsys):
 def test_skip_bad_lines_counts_them(tmp_path, source, capsys):
     write_lines(source / "train.txt", ["good one\tpos", "no label", "\tneg", "bad two\tneg"])
     out = tmp_path / "out"
-    assert prepro(tmp_path, data_source=str(source), data_dir=str(out), skip_bad_lines=True, **BASIC) == 0
+    assert prepro(tmp_path, data_source=str(source), data_dir=str(out), skip_bad_lines=True, max_bad_fraction=0.5,
+                  **BASIC) == 0
     assert meta_of(out)["data_size"] == {"train": 2}
     assert "skipped 2 bad" in (out / "log.txt").read_text() and "skipped 2 bad" in capsys.readouterr().out
 
@@ -162,8 +163,8 @@ def test_dry_validates_paths_and_does_nothing(tmp_path, source, capsys):
     assert prepro(tmp_path, dry=True, data_source=str(source), data_dir=str(out), **BASIC) == 0
     assert "# split train:" in capsys.readouterr().out and not out.exists()
     assert prepro(tmp_path, dry=True, data_source=str(source), data_files=["train.txt", "dev.txt"],
-                  data_dir=str(out), **BASIC) == EXIT_FAILED
-    assert "nothing matches 'dev.txt'" in capsys.readouterr().err
+                  data_dir=str(out), **BASIC) == EXIT_CONFIG
+    assert "prepro.hjson: data_files: nothing matches 'dev.txt'" in capsys.readouterr().err
     assert prepro(tmp_path, dry=True, data_source=str(tmp_path / "nowhere"), data_dir=str(out), **BASIC) == EXIT_CONFIG
     assert "does not exist" in capsys.readouterr().err
     assert prepro(tmp_path, dry=True, data_source=str(source), data_dir=str(out), processor="bert_lm",

@@ -138,6 +138,7 @@ def test_split_names_and_bad_lines(cnn_run: Path, tmp_path: Path, capsys: pytest
     assert x_pred(tmp_path, save_dir=str(cnn_run), predict_file_map={str(bad): str(out)}) == 1
     assert f"{bad}:2: empty text" in capsys.readouterr().err
     assert not out.exists()  # nothing half-written
-    assert x_pred(tmp_path, save_dir=str(cnn_run), skip_bad_lines=True, predict_file_map={str(bad): str(out)}) == 0
+    assert x_pred(tmp_path, save_dir=str(cnn_run), skip_bad_lines=True, max_bad_fraction=0.5,
+                  predict_file_map={str(bad): str(out)}) == 0
     assert list(read_pred(out)["text"]) == ["好", "不好"]
     assert "skipped 1 bad line" in capsys.readouterr().out

@@ -374,11 +374,14 @@ def _check_paths(args: Args, declared: dict[str, tuple[Option, str]], where: Cal
         value = args.get(name)
         if option.path is None or not isinstance(value, str) or not value:
             continue
-        if option.path == "input" and not io.exists(value):
-            errors.append(f"{where(name)}: key '{name}': path {value!r} does not exist")
-        elif option.path == "output" and not io.is_writable(value):
-            errors.append(f"{where(name)}: key '{name}': cannot write to {value!r} (check permissions "
-                          "or credentials)")
+        try:
+            if option.path == "input" and not io.exists(value):
+                errors.append(f"{where(name)}: key '{name}': path {value!r} does not exist")
+            elif option.path == "output" and not io.is_writable(value):
+                errors.append(f"{where(name)}: key '{name}': cannot write to {value!r} (check permissions "
+                              "or credentials)")
+        except ValueError as e:  # a path the io layer cannot read at all (an unknown scheme such as foo://)
+            errors.append(f"{where(name)}: key '{name}': {e}")
     return errors
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
+
+from xdpx.config.options import Option
 
 
 class BadLine(ValueError):
@@ -38,3 +41,26 @@ def decode_utf8(raw: Any) -> Any:
         except UnicodeDecodeError as e:
             raise BadLine(f"bytes that are not UTF-8 at position {e.start}") from None
     return raw
+
+
+def count_skipped(error: BadLine, stats: Counter[str], examples: int = 3) -> None:
+    """Count a bad line that ``skip_bad_lines`` skips; the first few are kept as examples for the log."""
+    stats["bad_lines"] += 1
+    if stats["bad_lines"] <= examples:
+        stats[f"example: {error}"] += 1
+
+
+MAX_BAD_FRACTION = Option(
+    "max_bad_fraction", float, default=0.05, validate=lambda x: 0 <= x < 1, validate_msg="a fraction in [0, 1)",
+    doc="with skip_bad_lines: stop with an error when more than this share of an input's lines (of a split for "
+        "x-prepro) are bad, since such a file is most likely not in the configured format (a binary file, another "
+        "delimiter, a wrong column layout); 0: no bad line at all")
+
+
+def too_many_bad_lines(name: str, bad: int, lines: int, bound: float) -> str | None:
+    """The error message when ``bad`` of ``lines`` exceed the bound ``max_bad_fraction``, else None."""
+    if bad == 0 or bad <= bound * lines:
+        return None
+    return (f"{name}: {bad} of {lines} lines ({bad / max(lines, 1):.1%}) are bad, more than max_bad_fraction "
+            f"{bound:g}: is the file in the configured format (parser, delimiter, columns)? Fix the data or the "
+            "config, or raise max_bad_fraction if so many lines really are to be dropped")

@@ -8,20 +8,40 @@ Layouts are configured by column numbers (0-based; negative counts from the end)
 
 Whether a file is labelled is read from its first record: a record with exactly as many columns as the
 loader has texts is unlabelled, and its texts are those columns in order (the same layout without the
-label, as a prediction file has it). Later records must agree with the first; extra columns are ignored.
+label, as a prediction file has it). Later records must have the first record's number of columns: a
+stray delimiter inside a text would otherwise shift the columns and make a piece of text the label.
+Files whose records carry optional trailing columns (STS-B) set ``extra_columns: true``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from xdpx.config.options import Option
+from xdpx.config.options import Option, Rule
 from xdpx.data import loaders
 from xdpx.data.errors import BadLine
 
 
+@dataclass(frozen=True)
+class Layout:
+    """What the first record of a file says about all of its records."""
+
+    labelled: bool
+    width: int | None = None  # its number of columns; None: not checked (a single record, e.g. x-serve)
+    line: int = 1  # where it is, for messages
+
+
+def check_text(text: str, what: str = "text") -> str:
+    """A text or label as read; a NUL character (binary data, or UTF-16 read as UTF-8) is a bad line."""
+    if "\0" in text:
+        raise BadLine(f"a NUL character in the {what} at position {text.index(chr(0))}: binary data, or a UTF-16 "
+                      "file? (convert it to UTF-8)")
+    return text
+
+
 class Loader:
-    """Base class. ``fields(columns, labelled)`` -> (texts, label or None)."""
+    """Base class. ``fields(columns, layout)`` -> (texts, label or None)."""
 
     options: list[Any] = []
     text_keys: tuple[str, ...] = ("text_column",)
@@ -33,33 +53,66 @@ class Loader:
         self.text_columns = [getattr(args, key) for key in self.text_keys]
         self.label_column = args.get("label_column")
         self.num_texts = len(self.text_columns)
+        self.extra_columns = bool(args.get("extra_columns"))
 
     def is_labelled(self, columns: list[str]) -> bool:
         return self.label_column is not None and len(columns) > self.num_texts
 
-    def fields(self, columns: list[str], labelled: bool) -> tuple[list[str], str | None]:
-        if labelled:
-            needed = max(self.num_texts + 1, *(c + 1 if c >= 0 else -c for c in [*self.text_columns, self.label_column]))
+    def layout_of(self, columns: list[str], line: int = 1) -> Layout:
+        return Layout(self.is_labelled(columns), len(columns), line)
+
+    def fields(self, columns: list[str], layout: Layout) -> tuple[list[str], str | None]:
+        if layout.labelled or self.label_column is None:
+            used = [*self.text_columns] + ([self.label_column] if layout.labelled else [])
+            needed = max(len(used), *(c + 1 if c >= 0 else -c for c in used))
             if len(columns) < needed:
-                raise BadLine(f"expected at least {needed} columns (texts and label), got {len(columns)}")
+                what = "texts and label" if layout.labelled else "texts"
+                raise BadLine(f"expected at least {needed} columns ({what}), got {len(columns)}")
+            if layout.width is not None and len(columns) != layout.width and not self.extra_columns:
+                raise BadLine(f"{len(columns)} columns, but the first record of the file (line {layout.line}) has "
+                              f"{layout.width}: a delimiter inside a text? (quote such fields, or set extra_columns: "
+                              "true if records may carry optional trailing columns)")
             texts = [columns[c].strip() for c in self.text_columns]
-            label = columns[self.label_column].strip()
-            if not label:
-                raise BadLine("empty label")
-        else:
-            if len(columns) < self.num_texts or (self.label_column is not None and len(columns) != self.num_texts):
+            label = None
+            if layout.labelled:
+                label = check_text(columns[self.label_column].strip(), "label")
+                if not label:
+                    raise BadLine("empty label")
+        else:  # an unlabelled file in a labelled layout: exactly the texts, in order
+            if len(columns) != self.num_texts:
                 raise BadLine(f"expected {self.num_texts} column(s) in this unlabelled file, got {len(columns)}")
-            texts = [c.strip() for c in columns[: self.num_texts]] if self.label_column is not None \
-                else [columns[c].strip() for c in self.text_columns]
+            texts = [c.strip() for c in columns]
             label = None
         for text in texts:
-            if not text:
+            if not check_text(text):
                 raise BadLine("empty text")
         return texts, label
 
 
 LABEL_COLUMN = Option("label_column", int, default=-1,
                       doc="column of the label (negative: from the end); null: the files have no labels")
+EXTRA_COLUMNS = Option("extra_columns", bool, default=False,
+                       doc="records may have more (or fewer) columns than the first record of their file, e.g. "
+                           "STS-B's optional source columns; the loader reads its columns by number and ignores "
+                           "the rest. false: a record with another number of columns than the first is a bad "
+                           "line (a delimiter inside a text would shift the columns). Needs column numbers >= 0")
+
+
+def _distinct_columns(keys: tuple[str, ...]) -> Rule:
+    def check(args: Any) -> bool:
+        numbers = [args.get(k) for k in keys if args.get(k) is not None]
+        return len(numbers) == len(set(numbers))
+
+    return Rule(check, f"{', '.join(keys)} must name different columns", keys=keys)
+
+
+def _counted_from_start(keys: tuple[str, ...]) -> Rule:
+    def check(args: Any) -> bool:
+        return not args.get("extra_columns") or all((args.get(k) or 0) >= 0 for k in keys)
+
+    return Rule(check, "extra_columns: true needs column numbers counted from the start (>= 0): with a varying "
+                       f"number of columns a negative one names different columns in different records ({', '.join(keys)})",
+                keys=("extra_columns", *keys))
 
 
 @loaders.register("single")
@@ -67,7 +120,9 @@ class SingleLoader(Loader):
     """One text and an optional label per record."""
 
     options = [Option("text_column", int, default=0, doc="column of the text (negative: from the end)"),
-               LABEL_COLUMN]
+               LABEL_COLUMN, EXTRA_COLUMNS,
+               _distinct_columns(("text_column", "label_column")),
+               _counted_from_start(("text_column", "label_column"))]
 
 
 @loaders.register("pair")
@@ -76,7 +131,9 @@ class PairLoader(Loader):
 
     options = [Option("text1_column", int, default=0, doc="column of the first text"),
                Option("text2_column", int, default=1, doc="column of the second text"),
-               LABEL_COLUMN]
+               LABEL_COLUMN, EXTRA_COLUMNS,
+               _distinct_columns(("text1_column", "text2_column", "label_column")),
+               _counted_from_start(("text1_column", "text2_column", "label_column"))]
     text_keys = ("text1_column", "text2_column")
 
 
@@ -103,6 +160,6 @@ class CorpusLoader(Loader):
     def is_labelled(self, columns: list[str]) -> bool:
         return False
 
-    def fields(self, columns: list[str], labelled: bool) -> tuple[list[str], str | None]:
+    def fields(self, columns: list[str], layout: Layout) -> tuple[list[str], str | None]:
         # An empty text marks a document boundary; the processor's assembler handles it.
-        return [columns[0].strip() if columns else ""], None
+        return [check_text(columns[0].strip()) if columns else ""], None

@@ -12,7 +12,7 @@ from typing import Any
 import hjson
 
 from xdpx import io
-from xdpx.config.options import Option, walk_options
+from xdpx.config.options import Option, Rule, walk_options
 from xdpx.data import loaders, parsers, processors, tokenizers
 
 META_FILE = "meta.hjson"
@@ -28,7 +28,8 @@ PROCESSING_OPTIONS = [
     Option("parser", str, default="csv", registry=parsers, doc="how a line splits into columns: csv, tsv, jsonl, json, lines"),
     Option("max_len", int, validate=lambda n: n > 0, validate_msg="must be positive",
            doc="longest sample in tokens (BERT processors count [CLS]/[SEP]); longer ones are truncated"),
-    Option("min_len", int, default=1, doc="samples with a text of fewer tokens are dropped (counted in log.txt)"),
+    Option("min_len", int, default=1, validate=lambda n: n >= 0, validate_msg="must be >= 0",
+           doc="samples with a text of fewer tokens are dropped (counted in log.txt)"),
     Option("pad_word", str, default="[PAD]", doc="the padding token"),
     Option("unk_word", str, default="[UNK]", doc="the token of words missing from the vocabulary"),
     Option("lower", bool, default=True, doc="lowercase the input"),
@@ -36,6 +37,8 @@ PROCESSING_OPTIONS = [
            doc="text: labels are names, the built target map sorts them by frequency; index: labels are "
                "class numbers 0..n-1, sorted by number; regression: labels are numbers (e.g. STS-B scores), "
                "stored as floats, no target map"),
+    Rule(lambda a: a.min_len <= a.max_len, "min_len is larger than max_len: every sample would be dropped",
+         keys=("min_len", "max_len")),
 ]
 
 FACT_OPTIONS = [

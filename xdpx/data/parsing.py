@@ -35,6 +35,22 @@ class Parser:
         raise NotImplementedError
 
 
+def no_carriage_return(record: str) -> str:
+    """Lines end at \n (a \r before it is dropped); a \r left inside a record means old Mac line ends
+    (\r alone), which would glue many records into one."""
+    if "\r" in record:
+        raise BadLine("a carriage return (\\r) inside the line: a file with \\r line ends? Convert them to \\n")
+    return record
+
+
+def loads_json(text: str) -> Any:
+    """json.loads, with nesting too deep for Python's parser reported as invalid JSON."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise BadLine("invalid JSON: nested too deeply") from None
+
+
 def _unescape(value: str | None) -> str | None:
     # `delimiter: "\t"` in hjson is already a tab; `delimiter: \t` unquoted arrives as two characters.
     return {"\\t": "\t", "tab": "\t"}.get(value, value) if value is not None else None
@@ -77,7 +93,7 @@ class DelimitedParser(Parser):
 
     def parse(self, record: str) -> list[str]:
         if self.quotechar is None:
-            return record.split(self.delimiter)
+            return no_carriage_return(record).split(self.delimiter)
         try:
             return next(csv.reader([record], delimiter=self.delimiter, quotechar=self.quotechar, strict=True))
         except csv.Error as e:
@@ -100,7 +116,7 @@ class LineParser(Parser):
     """The whole line is one column (plain text, corpora)."""
 
     def parse(self, record: str) -> list[str]:
-        return [record]
+        return [no_carriage_return(record)]
 
 
 def _columns_of(item: Any, fields: list[str] | None) -> list[str]:
@@ -140,7 +156,7 @@ class JsonLinesParser(Parser):
 
     def parse(self, record: str) -> list[str]:
         try:
-            item = json.loads(record)
+            item = loads_json(record)
         except json.JSONDecodeError as e:
             raise BadLine(f"invalid JSON: {e.msg} at column {e.colno}") from None
         return _columns_of(item, self.args.fields)
@@ -155,9 +171,11 @@ class JsonParser(Parser):
 
     def records(self, f: IO[bytes], path: str) -> Iterator[tuple[int, Any]]:
         try:
-            items = json.loads(f.read().decode("utf-8"))
+            items = loads_json(f.read().decode("utf-8-sig"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise BadLine(f"invalid JSON file: {e}", where=path) from None
+        except BadLine as e:
+            raise BadLine(e.reason, where=path) from None
         if not isinstance(items, list):
             raise BadLine("a json file must hold one array of records (use jsonl for one per line)", where=path)
         yield from enumerate(items, 1)

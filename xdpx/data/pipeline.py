@@ -18,9 +18,10 @@ from collections import Counter
 from typing import Any
 
 from xdpx import io
+from xdpx.config.errors import ConfigError
 from xdpx.data import loaders, parsers, processors, tokenizers
 from xdpx.data.dictionary import Dictionary
-from xdpx.data.errors import BadLine
+from xdpx.data.errors import BadLine, too_many_bad_lines
 from xdpx.data.indexed import IndexedWriter, ScalarWriter, narrowest_dtype
 from xdpx.data.meta import FACT_NAMES, FORMAT_VERSION, processing_values, read_meta, write_meta
 from xdpx.data.processing import TARGET_MAP_FILE, VOCAB_FILE
@@ -39,9 +40,16 @@ class PreproError(Exception):
 
 def plan(args: Any) -> tuple[list[tuple[str, list[str]]], dict[str, Any] | None]:
     """Check what can be checked before any work: input files, split names, agreement with data_dir."""
-    splits, problems = resolve_splits(args.data_source, args.data_files)
+    splits, problems = resolve_splits(args.data_source, args.data_files, exclude=args.data_dir)
     if not splits and not problems:
         problems.append(f"data_files {args.data_files!r} selects no file in {args.data_source}")
+    if problems:  # what data_files names is part of the config: exit 2 like any other config error
+        where = args.source("data_files")
+        raise ConfigError([f"{where}: {p}" for p in problems])
+    for split, files in splits:
+        empty = [f for f in files if io.size(f) == 0]
+        if empty and len(empty) == len(files):
+            problems.append(f"{', '.join(empty)}: empty file: split {split!r} would have no samples")
     existing = read_meta(args.data_dir) if io.exists(args.data_dir) else None
     if existing is not None:
         problems += disagreements(args, existing)
@@ -177,18 +185,19 @@ class Prepro:
     def scan(self, stage: str, splits: list[tuple[str, list[str]]], need_vocab: bool, need_map: bool,
              vocab_path: str, map_path: str) -> None:
         args = self.args
+        # Vocabulary and target map come from the train splits only: a label that only dev or test shows
+        # is then a bad line there (file:line), not a class the model never trains on.
         train = [s for s in splits if s[0].startswith("train")] or splits
         token_counts: Counter[str] = Counter()
         label_counts: Counter[str] = Counter()
-        for split, files in splits:
-            count_tokens = need_vocab and (split, files) in train
-            if not count_tokens and not need_map:
-                continue
-            chunks = ((*chunk, count_tokens) for chunk in iter_chunks(
+        first_labels: list[tuple[str, str]] = []
+        for _split, files in train:
+            chunks = ((*chunk, need_vocab) for chunk in iter_chunks(
                 files, self.parser, self.loader, args.start_line, args.remove_duplicate, new_digest(), Counter()))
             for result in self.pool.map(scan_job, chunks):
                 token_counts.update(result.tokens)
                 label_counts.update(result.labels)
+                first_labels += result.first_labels
         if need_vocab:
             always: set[str] = set()
             if args.get("pretrained_embeddings") and args.ignore_in_emb:
@@ -201,12 +210,31 @@ class Prepro:
             self.say(f"vocabulary: {len(dictionary)} tokens built from {sum(token_counts.values())} tokens of "
                      f"{', '.join(s for s, _ in train)}")
         if need_map and label_counts:
+            label_counts = self.without_headers(label_counts, first_labels)
             try:
                 target_map = TargetMap.build(label_counts, args.target_type, args.get("special_targets") or [])
             except BadLine as e:
                 raise PreproError(str(e)) from None
             target_map.save(map_path)
             self.say(f"target map: {len(target_map)} labels {target_map.labels[:20]}")
+
+    def without_headers(self, label_counts: Counter[str], first_labels: list[tuple[str, str]]) -> Counter[str]:
+        """A label seen once, on the first line of a file, while every other label is seen more often (in
+        more than 10 other records), is a header line's column name: an error, or with skip_bad_lines left
+        out of the target map (its line is then skipped and counted as bad)."""
+        headers = [(where, label) for where, label in first_labels
+                   if label_counts[label] == 1 and label not in (self.args.get("special_targets") or [])]
+        others = [n for label, n in label_counts.items() if label not in {h for _, h in headers}]
+        if not headers or sum(others) <= 10 or min(others) < 2:
+            return label_counts
+        if not self.args.skip_bad_lines:
+            where, label = headers[0]
+            raise PreproError(f"{where}: label {label!r} occurs only on this first line: a header line? Set "
+                              "start_line: 1 to skip it (or, if it is a real class, list it in target_map_file)")
+        for where, label in headers:
+            self.say(f"warning: {where}: label {label!r} occurs only on this first line (a header line?): "
+                     "skipped as a bad line")
+        return Counter({k: v for k, v in label_counts.items() if k not in {label for _, label in headers}})
 
     # ---- one split -------------------------------------------------------------------------------
     def encode_split(self, stage: str, split: str, files: list[str]) -> tuple[int, str]:
@@ -259,7 +287,21 @@ class Prepro:
         stats["samples"] = count
         self.summary[split] = stats
         self.report_split(split, files, stats)
+        self.check_split(split, files, stats)
         return count, digest.hexdigest()[:16]
+
+    def check_split(self, split: str, files: list[str], stats: Counter[str]) -> None:
+        """A split that lost too many lines, or all of them, stops the run before it is committed."""
+        names = ", ".join(files)
+        if stats["bad_lines"]:
+            too_many = too_many_bad_lines(f"split {split!r} ({names})", stats["bad_lines"], stats["lines"],
+                                          self.args.max_bad_fraction)
+            if too_many:
+                raise PreproError(too_many)
+        if stats["samples"] == 0:
+            raise PreproError(f"split {split!r} ({names}): no samples from {stats['lines']} line(s) (skipped "
+                              f"{stats['bad_lines']} bad, {stats['too_short']} shorter than min_len, "
+                              f"{stats['duplicates']} duplicates)")
 
     def blocks_to_fields(self, processor: Any, blocks: list[Any], stats: Counter[str]) -> dict[str, Any]:
         import numpy as np
@@ -285,7 +327,11 @@ class Prepro:
                  f"skipped {stats['bad_lines']} bad, {stats['too_short']} shorter than min_len, "
                  f"{stats['duplicates']} duplicates; {stats['truncated']} truncated to max_len ({share:.2%}); "
                  f"{stats['tokens']} tokens, {unk:.2%} unknown")
-        for key in sorted(k for k in stats if k.startswith("example: ")):
+        if stats["bad_lines"]:
+            self.say(f"warning: {split}: skipped {stats['bad_lines']} bad line(s) of {stats['lines']} "
+                     f"({stats['bad_lines'] / max(stats['lines'], 1):.2%}; max_bad_fraction "
+                     f"{self.args.max_bad_fraction:g}), the first ones:")
+        for key in sorted(k for k in stats if k.startswith("example: "))[:3]:
             self.say(f"  skipped {key[len('example: '):]}")
 
     # ---- commit ----------------------------------------------------------------------------------

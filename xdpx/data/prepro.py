@@ -10,7 +10,9 @@ from typing import Any
 
 from xdpx.command import Command, commands
 from xdpx.config.options import Args, Option, Rule
+from xdpx.data.errors import MAX_BAD_FRACTION
 from xdpx.data.meta import PROCESSING_OPTIONS
+from xdpx.data.splits import same_folder
 
 
 def _component(registry_name: str, name: str) -> Any:
@@ -63,9 +65,14 @@ PREPRO_OPTIONS = [
     Option("seed", int, default=1, doc="seed for the initialization of embeddings missing from pretrained_embeddings"),
     *PROCESSING_OPTIONS,
     Option("remove_duplicate", bool, default=False, doc="drop repeated lines within a split"),
-    Option("skip_bad_lines", bool, default=False,
+    Option("skip_bad_lines", bool, default=False, children={True: [MAX_BAD_FRACTION]},
            doc="skip malformed lines (counted in log.txt) instead of stopping with file:line"),
-    Option("start_line", int, default=0, doc="skip this many lines at the start of every file (e.g. 1 for a header)"),
+    Option("start_line", int, default=0, validate=lambda n: n >= 0, validate_msg="must be >= 0",
+           doc="skip this many lines at the start of every file (e.g. 1 for a header)"),
+    Rule(lambda a: not same_folder(a.data_dir, a.data_source),
+         "data_dir is data_source: x-prepro would write its outputs (vocab.txt, log.txt...) among the raw files, "
+         "read them back as splits on the next run and could overwrite a raw file of the same name; choose "
+         "another data_dir", keys=("data_dir", "data_source")),
     Rule(_corpus_fits, "loader 'corpus' goes with processor 'bert_lm' (and bert_lm needs loader 'corpus')",
          keys=("loader", "processor")),
     Rule(_texts_fit, "the loader and the processor disagree on the number of texts (single / pair)",

@@ -9,20 +9,46 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from xdpx import io
+from xdpx.data.errors import BadLine
+from xdpx.data.loading import Layout
 
 CHUNK_LINES = 4096
+BLOCK_BYTES = 1 << 20
+MAX_LINE_BYTES = 64 << 20  # longer is not a line of text: such a file is refused rather than read whole
+UNKNOWN_LAYOUT = Layout(labelled=False)  # no record of the file parses: each one is reported as bad
 
 
 class HashingReader:
-    """A binary file wrapper that hashes every byte read (lines or whole reads)."""
+    """A binary file wrapper that hashes every byte read (lines or whole reads). Lines are cut from
+    blocks, so a file without line ends (binary, compressed) stops at ``file:line`` once a line passes
+    MAX_LINE_BYTES instead of being read whole into memory."""
 
-    def __init__(self, f: IO[bytes], digest: Any) -> None:
-        self.f, self.digest = f, digest
+    def __init__(self, f: IO[bytes], digest: Any, path: str = "") -> None:
+        self.f, self.digest, self.path = f, digest, path
 
     def __iter__(self) -> Iterator[bytes]:
-        for line in self.f:
-            self.digest.update(line)
-            yield line
+        partial: list[bytes] = []  # the start of a line that has not ended yet
+        partial_size = number = 0
+        while block := self.f.read(BLOCK_BYTES):
+            self.digest.update(block)
+            pieces = block.split(b"\n")
+            for piece in pieces[:-1]:
+                number += 1
+                if partial:
+                    self._check(partial_size + len(piece), number)
+                    piece, partial, partial_size = b"".join([*partial, piece]), [], 0
+                yield piece + b"\n"
+            if pieces[-1]:
+                partial.append(pieces[-1])
+                partial_size += len(pieces[-1])
+                self._check(partial_size, number + 1)
+        if partial:
+            yield b"".join(partial)
+
+    def _check(self, size: int, number: int) -> None:
+        if size > MAX_LINE_BYTES:
+            raise BadLine(f"a line longer than {MAX_LINE_BYTES >> 20} MiB: is this a text file in the configured "
+                          "format?", where=f"{self.path}:{number}")
 
     def read(self, n: int = -1) -> bytes:
         data = self.f.read(n)
@@ -40,24 +66,25 @@ def first_columns(parser: Any, record: Any) -> list[str] | None:
 
 
 def iter_chunks(files: list[str], parser: Any, loader: Any, start_line: int, remove_duplicate: bool,
-                digest: Any, counts: dict[str, int]) -> Iterator[tuple[str, bool, list[tuple[int, Any]]]]:
-    """(file, labelled, records) chunks of the split's files in order; duplicates dropped here."""
+                digest: Any, counts: dict[str, int]) -> Iterator[tuple[str, Layout, list[tuple[int, Any]]]]:
+    """(file, layout, records) chunks of the split's files in order; duplicates dropped here. The layout
+    (labelled or not, number of columns) is that of the file's first record that parses."""
     seen: set[int] = set()
     for path in files:
         digest.update(io.basename(path).encode() + b"\0")
-        labelled: bool | None = None
+        layout: Layout | None = None
         chunk: list[tuple[int, Any]] = []
         with io.open(path, "rb") as f:
-            for number, raw in parser.records(HashingReader(f, digest), path):
+            for number, raw in parser.records(HashingReader(f, digest, path), path):
                 if number <= start_line:
                     continue
                 if number == 1 and isinstance(raw, bytes) and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]  # a UTF-8 byte order mark
                 counts["lines"] += 1
-                if labelled is None and raw:
+                if layout is None and raw:
                     columns = first_columns(parser, raw)
                     if columns is not None:
-                        labelled = loader.is_labelled(columns)
+                        layout = loader.layout_of(columns, number)
                 if remove_duplicate and raw:
                     key = hash(raw if isinstance(raw, bytes) else repr(raw))
                     if key in seen:
@@ -66,10 +93,10 @@ def iter_chunks(files: list[str], parser: Any, loader: Any, start_line: int, rem
                     seen.add(key)
                 chunk.append((number, raw))
                 if len(chunk) >= CHUNK_LINES:
-                    yield path, bool(labelled), chunk
+                    yield path, layout or UNKNOWN_LAYOUT, chunk
                     chunk = []
         if chunk:
-            yield path, bool(labelled), chunk
+            yield path, layout or UNKNOWN_LAYOUT, chunk
 
 
 class WorkerPool:

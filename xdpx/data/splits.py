@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -15,24 +16,41 @@ def split_name_of(path: str) -> str:
     return io.basename(path).split(".")[0]
 
 
-def _matches(data_source: str, pattern: str) -> list[str]:
+def _normal(path: str) -> str:
+    return path.rstrip("/") if io.is_remote(path) else os.path.abspath(path)
+
+
+def same_folder(a: str, b: str) -> bool:
+    return _normal(a) == _normal(b)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return _normal(path).startswith(_normal(folder).rstrip("/") + "/")
+
+
+def _matches(data_source: str, pattern: str, exclude: str | None = None) -> list[str]:
     full = io.join(data_source, pattern)
     if any(c in pattern for c in "*?["):
-        return [p for p in io.glob(full) if io.isfile(p)]
-    return [full] if io.isfile(full) else []
+        found = [p for p in io.glob(full) if io.isfile(p)]
+    else:
+        found = [full] if io.isfile(full) else []
+    # data_dir inside data_source: a recursive glob must not read x-prepro's own outputs as raw data.
+    return [p for p in found if not (exclude and _inside(p, exclude))]
 
 
-def resolve_splits(data_source: str, data_files: Any) -> tuple[list[tuple[str, list[str]]], list[str]]:
+def resolve_splits(data_source: str, data_files: Any,
+                   exclude: str | None = None) -> tuple[list[tuple[str, list[str]]], list[str]]:
     """[(split, [files...])] in order, and the problems found (missing files, bad or clashing names).
 
     ``data_files`` is a glob, a list of globs/paths (split = file name without extension), or a dict
     ``{relative path: split name}`` (several paths may form one split; they are read in order).
+    Files under ``exclude`` (the data_dir, when it lies inside data_source) are never inputs.
     """
     problems: list[str] = []
     splits: dict[str, list[str]] = {}
     if isinstance(data_files, dict):
         for rel, split in data_files.items():
-            found = _matches(data_source, rel)
+            found = _matches(data_source, rel, exclude)
             if not found:
                 hint = ""
                 if _matches(data_source, str(split)):
@@ -42,7 +60,7 @@ def resolve_splits(data_source: str, data_files: Any) -> tuple[list[tuple[str, l
     else:
         patterns = [data_files] if isinstance(data_files, str) else list(data_files)
         for pattern in patterns:
-            found = _matches(data_source, pattern)
+            found = _matches(data_source, pattern, exclude)
             if not found:
                 problems.append(f"data_files: nothing matches {pattern!r} in {data_source}")
             for path in found:

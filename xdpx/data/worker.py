@@ -1,6 +1,6 @@
 """The work on one chunk of input records, done in worker processes (or in-process for workers: 1).
 
-A chunk is (file, labelled, [(line number, raw record)...]); results come back in submission order,
+A chunk is (file, layout, [(line number, raw record)...]); results come back in submission order,
 so the output is the same for any number of workers. Each process builds its components once
 (:func:`init_worker`); jobs then only carry data.
 """
@@ -12,7 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from xdpx.data.errors import BadLine, decode_utf8
+from xdpx.data.errors import BadLine, count_skipped, decode_utf8
+from xdpx.data.loading import Layout
 
 _STATE: ChunkWorker | None = None  # this process's worker (one per process; set by init_worker)
 
@@ -21,6 +22,8 @@ _STATE: ChunkWorker | None = None  # this process's worker (one per process; set
 class ScanResult:
     tokens: Counter[str] = field(default_factory=Counter)
     labels: Counter[str] = field(default_factory=Counter)
+    # (file:line, label) of a file's first record: a label seen only there is likely a header line.
+    first_labels: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -66,20 +69,18 @@ class ChunkWorker:
             self._processor = processors.get(self.args.processor)(self.args, data_dir=self.stage_dir)
         return self._processor
 
-    def records(self, job: tuple[str, bool, list[tuple[int, Any]]], stats: Counter[str]) -> list[tuple[int, list[str], str | None]]:
-        path, labelled, raw_records = job
+    def records(self, job: tuple[str, Layout, list[tuple[int, Any]]], stats: Counter[str]) -> list[tuple[int, list[str], str | None]]:
+        path, layout, raw_records = job
         out = []
         for number, raw in raw_records:
             try:
                 raw = decode_utf8(raw)
-                texts, label = self.loader.fields(self.parser.parse(raw), labelled)
+                texts, label = self.loader.fields(self.parser.parse(raw), layout)
             except BadLine as e:
                 located = e.located(f"{path}:{number}", raw)
                 if not self.skip_bad:
                     raise located from None
-                stats["bad_lines"] += 1
-                if stats["bad_lines"] <= 3:
-                    stats[f"example: {located}"] += 1
+                count_skipped(located, stats)
                 continue
             out.append((number, texts, label))
         return out
@@ -91,6 +92,9 @@ class ChunkWorker:
             for tokens in self.tokenizer.tokenize_batch([t for _, texts, _ in records for t in texts if t]):
                 result.tokens.update(tokens)
         result.labels.update(label for _, _, label in records if label is not None)
+        first_line = job[1].line
+        result.first_labels = [(f"{job[0]}:{number}", label) for number, _, label in records
+                               if number == first_line and label is not None]
         return result
 
     def encode(self, job: Any) -> EncodeResult:
@@ -121,7 +125,7 @@ class ChunkWorker:
                     located = e.located(f"{job[0]}:{number}", label)
                     if not self.skip_bad:
                         raise located from None
-                    stats["bad_lines"] += 1
+                    count_skipped(located, stats)
                     continue
             stats["truncated"] += truncated
             kept.append(sample)
@@ -147,7 +151,7 @@ def init_worker(values: dict[str, Any], stage_dir: str | None, in_process: bool)
 
 
 def scan_job(job: Any) -> ScanResult:
-    """Count labels (and, for ``job[3]`` true, tokens) of a chunk ``(file, labelled, records, count_tokens)``."""
+    """Count labels (and, for ``job[3]`` true, tokens) of a chunk ``(file, layout, records, count_tokens)``."""
     assert _STATE is not None, "init_worker was not called in this process"
     return _STATE.scan(job[:3], job[3])
 

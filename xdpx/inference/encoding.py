@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from xdpx.data.errors import BadLine, decode_utf8
+from xdpx.data.errors import BadLine, count_skipped, decode_utf8, too_many_bad_lines
 
 _ENCODER: RecordEncoder | None = None  # this process's encoder (set by init_encoder)
 
@@ -44,22 +44,22 @@ class RecordEncoder:
         self.processor = processors.get(args.processor)(args, data_dir=data_dir)
         self.skip_bad = skip_bad_lines
 
-    def encode(self, chunk: tuple[str, bool, list[tuple[int, Any]]]) -> Encoded:
-        where, labelled, records = chunk
-        stats: Counter[str] = Counter()
+    def encode(self, chunk: tuple[str, Any, list[tuple[int, Any]]]) -> Encoded:
+        where, layout, records = chunk
+        stats: Counter[str] = Counter(lines=len(records))
         rows = []
         for number, raw in records:
             try:
                 raw = decode_utf8(raw)
                 columns = raw if isinstance(raw, list) else self.parser.parse(raw)
-                texts, label = self.loader.fields(columns, labelled)
+                texts, label = self.loader.fields(columns, layout)
             except BadLine as e:
                 self._bad(e.located(f"{where}:{number}", raw if isinstance(raw, (str, bytes)) else "\t".join(raw)),
                           stats)
                 continue
             rows.append((number, columns, texts, label))
         built = self.processor.numerize_batch([texts for _, _, texts, _ in rows])
-        out = Encoded([], [], [], labelled, stats)
+        out = Encoded([], [], [], layout.labelled, stats)
         for (number, columns, texts, label), sample in zip(rows, built):
             if sample is None:
                 self._bad(BadLine(f"a text shorter than min_len {self.processor.min_len} tokens",
@@ -82,9 +82,7 @@ class RecordEncoder:
     def _bad(self, error: BadLine, stats: Counter[str]) -> None:
         if not self.skip_bad:
             raise error
-        stats["bad_lines"] += 1
-        if stats["bad_lines"] <= 3:
-            stats[f"example: {error}"] += 1
+        count_skipped(error, stats)
 
 
 def init_encoder(values: dict[str, Any], data_dir: str, skip_bad_lines: bool, in_process: bool) -> None:
@@ -103,8 +101,10 @@ def encode_chunk(chunk: tuple[str, bool, list[tuple[int, Any]]]) -> Encoded:
 
 
 def encode_source(source: Any, run_args: Any, data_dir: str, workers: int | None, skip_bad_lines: bool,
-                  limit: int | None = None) -> Iterator[Encoded]:
-    """The encoded chunks of a raw source, in order; at most ``limit`` samples in all."""
+                  limit: int | None = None, max_bad_fraction: float = 0.0) -> Iterator[Encoded]:
+    """The encoded chunks of a raw source, in order; at most ``limit`` samples in all. An input without
+    records, or with more than ``max_bad_fraction`` of its lines bad, is a UserError after its last chunk
+    (so a caller writing as chunks arrive discards what it wrote)."""
     from xdpx.cli import UserError
     from xdpx.data import loaders, parsers, processors
     from xdpx.data.reading import WorkerPool
@@ -115,19 +115,33 @@ def encode_source(source: Any, run_args: Any, data_dir: str, workers: int | None
     values = run_args.as_dict()
     parser, loader = parsers.get(run_args.parser)(run_args), loaders.get(run_args.loader)(run_args)
     done = 0
+    seen: Counter[str] = Counter()
     with WorkerPool(workers or 1, init_encoder, (values, data_dir, skip_bad_lines)) as pool:
         try:
             for encoded in pool.map(encode_chunk, source.chunks(parser, loader)):
+                seen.update(lines=encoded.stats["lines"], bad_lines=encoded.stats["bad_lines"])
                 if limit is not None and done + len(encoded.samples) >= limit:
                     keep = limit - done
                     encoded.samples, encoded.numbers = encoded.samples[:keep], encoded.numbers[:keep]
                     encoded.columns = encoded.columns[:keep]
+                    _check_counts(source.name, seen, max_bad_fraction)
                     yield encoded
                     return
                 done += len(encoded.samples)
                 yield encoded
         except BadLine as e:
             raise UserError(f"{e}\n(set skip_bad_lines: true to skip such lines)") from None
+    _check_counts(source.name, seen, max_bad_fraction)
+
+
+def _check_counts(name: str, seen: Counter[str], max_bad_fraction: float) -> None:
+    from xdpx.cli import UserError
+
+    if seen["lines"] == 0:
+        raise UserError(f"{name}: no records (an empty file or table)")
+    too_many = too_many_bad_lines(name, seen["bad_lines"], seen["lines"], max_bad_fraction)
+    if too_many:
+        raise UserError(too_many)
 
 
 class SampleList:

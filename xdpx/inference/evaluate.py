@@ -24,7 +24,7 @@ EVAL_OPTIONS: list[Any] = [
            doc="what to evaluate: split names of the run's data_dir (dev, train...), raw files in the training "
                "format, Parquet files or SQL tables (sqlite:///x.db?table=t, postgresql://...?table=t); "
                "one or a list"),
-    Option("save_to_file", str, default=None,
+    Option("save_to_file", str, default=None, path="output",
            doc="also write the results to this .tsv (one row per subset: checkpoint, subset, samples, loss, "
                "metrics)"),
     Option("save_mode", str, default="a", choices=["a", "w"],
@@ -62,7 +62,7 @@ def read_subset(loaded: Any, args: Args, subset: Any) -> Any:
         return open_split(loaded.data_dir, subset)
     samples, skipped = [], 0
     for encoded in encode_source(subset, loaded.run_args, loaded.processor.data_dir, args.workers,
-                                 args.skip_bad_lines):
+                                 args.skip_bad_lines, max_bad_fraction=args.get("max_bad_fraction", 0.0)):
         if encoded.samples and not encoded.labelled:
             raise UserError(f"{subset.name} has no labels (the first record has only the text column(s)): "
                             "x-eval needs labelled data; use x-pred for unlabelled inputs")
@@ -107,9 +107,10 @@ class EvalCommand(Command):
         return LOAD_OPTIONS + RAW_DATA_OPTIONS + EVAL_OPTIONS
 
     def run(self, args: Args, dry: bool = False) -> None:
-        from xdpx.inference.loading import run_options
+        from xdpx.inference.loading import check_checkpoint, run_options
 
         run_args = run_options(args)
+        check_checkpoint(args)
         where = args.source("valid_subset")
         subsets = [(name, locate(name, run_args.data_dir, "valid_subset", where))
                    for name in subset_names(args.valid_subset)]

@@ -103,6 +103,18 @@ def processor_dir(args: Args, run_args: Args) -> str:
     return run_args.data_dir
 
 
+def check_checkpoint(args: Args) -> None:
+    """A ``checkpoint`` given in the config must exist (a config error, found before any work)."""
+    from xdpx.train.checkpoints import CheckpointError, resolve_checkpoint
+
+    if args.checkpoint is None:
+        return
+    try:
+        resolve_checkpoint(args.checkpoint)
+    except CheckpointError as e:
+        raise ConfigError(f"{args.source('checkpoint')}: key 'checkpoint': {e}") from None
+
+
 def choose_checkpoint(args: Args, run_args: Args) -> tuple[str | None, bool]:
     """(weights to load or None, whether they are the run's own so every key must match)."""
     from xdpx.train.checkpoints import BEST, LAST, CheckpointError, resolve_checkpoint

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from xdpx.config.options import Option, Rule
+from xdpx.data.errors import MAX_BAD_FRACTION
 
 
 def _positive(value: int) -> bool:
@@ -47,6 +48,6 @@ LOAD_OPTIONS: list[Any] = [
 RAW_DATA_OPTIONS: list[Any] = [
     Option("workers", int, default=None, validate=_positive, validate_msg="must be > 0",
            doc="processes that parse and tokenize raw text files; null: one (in this process)"),
-    Option("skip_bad_lines", bool, default=False,
+    Option("skip_bad_lines", bool, default=False, children={True: [MAX_BAD_FRACTION]},
            doc="skip malformed lines of raw inputs (counted and shown) instead of stopping at file:line"),
 ]

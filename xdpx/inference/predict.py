@@ -113,9 +113,10 @@ class PredictCommand(Command):
 
     def run(self, args: Args, dry: bool = False) -> None:
         from xdpx.inference.evaluate import locate
-        from xdpx.inference.loading import run_options
+        from xdpx.inference.loading import check_checkpoint, run_options
 
         run_args = run_options(args)
+        check_checkpoint(args)
         where = args.source("predict_file_map")
         inputs = []
         for name, output in args.predict_file_map.items():
@@ -152,7 +153,7 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
                 return ["text", "label"][:width]
         else:
             chunks = encode_source(source, run_args, processor.data_dir, args.workers, args.skip_bad_lines,
-                                   args.max_predict)
+                                   args.max_predict, args.get("max_bad_fraction", 0.0))
 
             def origin(width: int, labelled: bool, table: Any = source.column_names) -> list[str]:
                 return origin_names(width, loader, labelled, table)

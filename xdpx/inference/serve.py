@@ -55,7 +55,7 @@ class Predictor:
         try:
             if isinstance(item, str):
                 columns = self.parser.parse(item.rstrip("\r\n"))
-                texts, _label = self.loader.fields(columns, self.loader.is_labelled(columns))
+                texts, _label = self.loader.fields(columns, self.loader.layout_of(columns))
             elif isinstance(item, list) and all(isinstance(t, str) for t in item):
                 if len(item) != processor.num_texts:
                     raise BadLine(f"expected {processor.num_texts} text(s), got {len(item)}")

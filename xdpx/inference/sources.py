@@ -1,6 +1,6 @@
 """Where x-eval / x-pred read data: a split of data_dir, a raw text file, a Parquet file or an SQL table.
 
-A raw source yields chunks ``(where, labelled, [(record number, record)...])`` as x-prepro's reader does
+A raw source yields chunks ``(where, layout, [(record number, record)...])`` as x-prepro's reader does
 (xdpx/data/reading.py): a record is a raw line (bytes) for text files, the row's columns (strings) for
 tables. Columns of a table are taken in the table's order (or the order of ``columns=``), so the run's
 loader finds the text(s) and the label at the same column numbers as in its training files.
@@ -23,7 +23,7 @@ from xdpx.cli import UserError
 CHUNK_ROWS = 4096
 SQL_DIALECTS = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "mssql", "oracle")
 
-Chunk = tuple[str, bool, list[tuple[int, Any]]]
+Chunk = tuple[str, Any, list[tuple[int, Any]]]  # (where, xdpx.data.loading.Layout, records)
 
 
 def is_sql_url(name: str) -> bool:
@@ -51,17 +51,17 @@ class RawSource:
 
     @staticmethod
     def _table_chunks(where: str, rows: Iterator[list[str]], loader: Any) -> Iterator[Chunk]:
-        labelled: bool | None = None
+        layout = None
         chunk: list[tuple[int, Any]] = []
         for number, row in enumerate(rows, 1):
-            if labelled is None:
-                labelled = loader.is_labelled(row)
+            if layout is None:
+                layout = loader.layout_of(row, number)
             chunk.append((number, row))
             if len(chunk) >= CHUNK_ROWS:
-                yield where, bool(labelled), chunk
+                yield where, layout, chunk
                 chunk = []
         if chunk:
-            yield where, bool(labelled), chunk
+            yield where, layout, chunk
 
 
 class TextSource(RawSource):
