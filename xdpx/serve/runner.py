@@ -34,7 +34,7 @@ def serve(app: Any, host: str, port: int, max_connections: int = 1024, drain_tim
     import uvicorn
 
     config = _uvicorn_config(app, host, port, max_connections, drain_timeout)
-    sock = config.bind_socket()
+    sock = _listening_socket(config)
     bound_host, bound_port = sock.getsockname()[:2]
     print(f"x-serve: serving {announce} on http://{bound_host}:{bound_port} "
           "(POST /predict; GET /health, /ready, /metrics, /openapi.json)", flush=True)
@@ -47,6 +47,14 @@ def serve(app: Any, host: str, port: int, max_connections: int = 1024, drain_tim
             signal.signal(s, handler)
         sock.close()
     return 0 if server.started else 1
+
+
+def _listening_socket(config: Any) -> Any:
+    """The bound socket, listening already: a client that connects as soon as the address is printed
+    waits in the backlog while the app starts, instead of being refused."""
+    sock = config.bind_socket()
+    sock.listen(config.backlog)
+    return sock
 
 
 def _after_drain(signum: int, frame: Any) -> None:
@@ -65,7 +73,7 @@ def serve_workers(settings: dict[str, Any], workers: int, host: str, port: int, 
     try:
         config = _uvicorn_config("xdpx.serve.app:app_from_environment", host, port, max_connections, drain_timeout,
                                  factory=True, workers=workers)
-        sock = config.bind_socket()
+        sock = _listening_socket(config)
         bound_host, bound_port = sock.getsockname()[:2]
         print(f"x-serve: serving {announce} with {workers} worker processes on http://{bound_host}:{bound_port} "
               "(POST /predict; GET /health, /ready, /metrics, /openapi.json)", flush=True)
