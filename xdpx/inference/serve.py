@@ -70,6 +70,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max_wait_ms", "--max-wait-ms", type=float, default=2.0,
                         help="how long the batcher waits for more requests before a forward pass")
     parser.add_argument("--cpu", action="store_true", help="stay on the CPU even when a GPU is available")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads per process (default: torch's choice, one per core; with --workers N "
+                             "give each cores/N; on a busy machine 1 is often fastest)")
     limits = parser.add_argument_group("limits (each broken limit is a 4xx answer naming it)")
     limits.add_argument("--max_queue", type=int, default=2048,
                         help="samples waiting or being predicted; beyond, 503 with Retry-After")
@@ -100,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.port is not None and options.workers > 1:
         return _serve_workers(options)
     try:
-        predictor = load_predictor(options.save_dir, options.checkpoint, options.batch_size, options.cpu)
+        predictor = load_predictor(options.save_dir, options.checkpoint, options.batch_size, options.cpu,
+                                   options.threads)
     except (ConfigError, UserError, BadInput) as e:
         print(f"x-serve: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1
@@ -128,7 +132,7 @@ def _serve_workers(options: argparse.Namespace) -> int:
     from xdpx.serve.runner import serve_workers
 
     settings = {"save_dir": options.save_dir, "checkpoint": options.checkpoint, "batch_size": options.batch_size,
-                "cpu": options.cpu, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,
+                "cpu": options.cpu, "threads": options.threads, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,
                 "limits": _limits(options)}
     return serve_workers(settings, options.workers, options.host, options.port, options.max_connections,
                          options.drain_timeout, announce=options.save_dir)

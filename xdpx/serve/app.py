@@ -125,6 +125,7 @@ def app_from_environment() -> Any:
     from xdpx.serve.predictor import load_predictor
 
     settings = json.loads(os.environ["XDPX_SERVE"])
-    predictor = load_predictor(settings["save_dir"], settings["checkpoint"], settings["batch_size"], settings["cpu"])
+    predictor = load_predictor(settings["save_dir"], settings["checkpoint"], settings["batch_size"], settings["cpu"],
+                               settings["threads"])
     return create_app(predictor, Limits(**settings["limits"]), settings["batch_size"], settings["max_wait"],
                       settings["max_queue"])

@@ -84,8 +84,13 @@ class Predictor:
 
 
 def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int | None = None,
-                   cpu: bool = False) -> Predictor:
-    """A Predictor for a run directory (its best checkpoint unless ``checkpoint`` says otherwise)."""
+                   cpu: bool = False, threads: int | None = None) -> Predictor:
+    """A Predictor for a run directory (its best checkpoint unless ``checkpoint`` says otherwise);
+    ``threads``: torch's intra-op threads of this process (default: torch's choice)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     from xdpx.command import COMMON_OPTIONS
     from xdpx.config.options import resolve
     from xdpx.inference.loading import load_model
