@@ -112,6 +112,7 @@ def old_server_script(work: str, rev: str) -> str:
 
 
 PIPELINE_APP = '''
+import socket
 import sys
 import transformers
 import uvicorn
@@ -133,7 +134,8 @@ def predict(texts: list[str]) -> list[dict]:
 
 config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
 server = uvicorn.Server(config)
-sock = config.bind_socket()
+sock = config.bind_socket()  # to learn the port; TCP_NODELAY as uvicorn.run(app, port=N) would have it
+sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 sock.listen(2048)
 print(f"pipeline app on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
 server.run(sockets=[sock])

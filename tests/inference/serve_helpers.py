@@ -28,9 +28,10 @@ class Server:
 
 @contextmanager
 def running_server(run: Path, *flags: str) -> Iterator[Server]:
-    """``x-serve RUN --port 0 --cpu FLAGS`` in its own process, stopped (SIGTERM) at the end."""
+    """``x-serve RUN --port 0 --cpu --threads 1 FLAGS`` in its own process (one torch thread: the tests share
+    the machine), stopped (SIGTERM) at the end."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen([*SERVE, str(run), "--port", "0", "--cpu", *flags], stdout=subprocess.PIPE,
+    process = subprocess.Popen([*SERVE, str(run), "--port", "0", "--cpu", "--threads", "1", *flags], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = process.stdout.readline()
