@@ -213,3 +213,36 @@ def test_sigterm_during_load_loses_no_accepted_request(cnn_run: Path, expected: 
     answered = int(re.search(r"answered (\d+) prediction requests", stderr).group(1))
     assert answered == len(ok), f"the server answered {answered}, the clients received {len(ok)}"
     assert any(t > sigterm_at for t in ok), "no request was in flight at SIGTERM: the test proved nothing"
+
+
+def test_several_worker_processes_share_the_port_and_the_metrics(cnn_run: Path, expected: dict) -> None:
+    """--workers 2: two processes with the model answer on one port; /metrics adds up both; SIGTERM stops
+    them all and the command exits 0."""
+    with running_server(cnn_run, "--workers", "2") as server:
+        children, workers = [], []
+        for _ in range(100):  # the workers load the model after the port is printed
+            children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()
+            # besides the workers, multiprocessing's resource tracker
+            workers = [p for p in children if b"resource_tracker" not in Path(f"/proc/{p}/cmdline").read_bytes()]
+            if len(workers) == 2 and request(server.address, "GET", "/ready")[0] == 200:
+                break
+            time.sleep(0.2)
+        assert len(workers) == 2, children
+
+        def client(worker: int) -> None:
+            texts = TEXTS[worker: worker + 3]
+            status, answer, _ = request(server.address, "POST", "/predict", json.dumps(texts).encode())
+            assert status == 200 and matches(answer, texts, expected)
+
+        run_clients(20, client, timeout=60)
+        metrics = request(server.address, "GET", "/metrics")[1]
+        total = float(re.search(r'^xdpx_serve_requests_total\{route="/predict",status="200"\} (\S+)$', metrics,
+                                re.M).group(1))
+        assert total == 20
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=60) == 0
+        assert "x-serve: stopped" in server.process.stderr.read()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in workers), "a worker outlived x-serve"

@@ -84,7 +84,14 @@ def serve_workers(settings: dict[str, Any], workers: int, host: str, port: int, 
         bound_host, bound_port = sock.getsockname()[:2]
         print(f"x-serve: serving {announce} with {workers} worker processes on http://{bound_host}:{bound_port} "
               "(POST /predict; GET /health, /ready, /metrics, /openapi.json)", flush=True)
-        Multiprocess(config, sockets=[sock]).run()
+        import inspect
+
+        import uvicorn
+
+        if "target" in inspect.signature(Multiprocess).parameters:  # uvicorn before the workers' health checks
+            Multiprocess(config, target=uvicorn.Server(config).run, sockets=[sock]).run()
+        else:
+            Multiprocess(config, sockets=[sock]).run()
         sock.close()
     finally:
         shutil.rmtree(metrics_dir, ignore_errors=True)
