@@ -43,7 +43,6 @@ class State:
         self.predictor, self.limits = predictor, limits
         self.metrics = Metrics()
         self.batcher = Batcher(predictor.predict_samples, batch_size, max_wait, max_queue, self.metrics.batch)
-        self.stopping = False
         self.answered = 0  # /predict requests answered 200 (printed when the server stops)
         self.in_flight = 0
 
@@ -87,8 +86,8 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
         return JSON({"status": "ok", **predictor.describe()})
 
     async def ready(request: Request) -> Response:
-        if state.stopping:
-            return error(503, "the server is stopping")
+        if not state.batcher.running():
+            return error(503, "the batcher is not running: predictions cannot be answered")
         return JSON({"status": "ready", "queued_samples": state.batcher.queued})
 
     async def metrics(request: Request) -> Response:

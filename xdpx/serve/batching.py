@@ -53,6 +53,10 @@ class Batcher:
         self._arrived = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._work())
 
+    def running(self) -> bool:
+        """True while the task that runs the forward passes is alive."""
+        return self._task is not None and not self._task.done()
+
     async def stop(self) -> None:
         """After the last request is answered (uvicorn drains connections before the lifespan ends)."""
         if self._task is not None:
