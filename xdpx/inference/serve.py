@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from xdpx.serve.predictor import BadInput, Predictor, load_predictor
+from xdpx.serve.predictor import BadInput, Predictor, load_for_serving, load_predictor
 
 __all__ = ["BadInput", "Predictor", "load_predictor", "main", "interactive"]
 
@@ -61,7 +61,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     "a JSON list of inputs; GET /health, /ready, /metrics, /openapi.json). See docs/inference.md.",
         epilog="example: x-serve outputs/runs/reviews_cnn --port 8080 && curl -d '[\"很好\"]' "
                "http://127.0.0.1:8080/predict", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("save_dir", help="the run directory of x-train")
+    parser.add_argument("save_dir", help="the run directory of x-train, or an ONNX export directory of x-script "
+                        "export_onnx (checked against its run at start, served through onnxruntime when faster)")
     parser.add_argument("--checkpoint", default=None, help="a path or ${save_dir}/<best> / <last> (default: best)")
     parser.add_argument("--port", type=int, default=None, help="serve HTTP on this port (0: a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
@@ -103,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.port is not None and options.workers > 1:
         return _serve_workers(options)
     try:
-        predictor = load_predictor(options.save_dir, options.checkpoint, options.batch_size, options.cpu,
-                                   options.threads)
+        predictor = load_for_serving(options.save_dir, options.checkpoint, options.batch_size, options.cpu,
+                                     options.threads)
     except (ConfigError, UserError, BadInput) as e:
         print(f"x-serve: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1

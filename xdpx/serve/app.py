@@ -121,10 +121,10 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
 def app_from_environment() -> Any:
     """``uvicorn --factory xdpx.serve.app:app_from_environment``: the app of one worker process, its
     settings passed by the runner in XDPX_SERVE (JSON), each worker loading the model itself."""
-    from xdpx.serve.predictor import load_predictor
+    from xdpx.serve.predictor import load_for_serving
 
     settings = json.loads(os.environ["XDPX_SERVE"])
-    predictor = load_predictor(settings["save_dir"], settings["checkpoint"], settings["batch_size"], settings["cpu"],
+    predictor = load_for_serving(settings["save_dir"], settings["checkpoint"], settings["batch_size"], settings["cpu"],
                                settings["threads"])
     return create_app(predictor, Limits(**settings["limits"]), settings["batch_size"], settings["max_wait"],
                       settings["max_queue"])

@@ -30,6 +30,7 @@ class Predictor:
         self.labels = processor.target_map.labels if processor.target_map is not None else []
         self.format = PredictionFormat(self.labels, loaded.regression, distill=False)
         self.lock = threading.Lock()
+        self.backend = "pytorch"  # or onnxruntime (xdpx.serve.onnx_backend)
 
     def describe(self) -> dict[str, Any]:
         """What /health shows: the model and the checkpoint's file name, never a filesystem path."""
@@ -37,7 +38,7 @@ class Predictor:
         return {"model": self.loaded.run_args.model,
                 "checkpoint": os.path.basename(str(checkpoint)) if checkpoint else None,
                 "labels": self.labels, "texts_per_input": self.num_texts,
-                "regression": bool(self.loaded.regression)}
+                "regression": bool(self.loaded.regression), "backend": self.backend}
 
     def encode(self, item: Any) -> dict[str, Any]:
         """A sample from a line of the training format (str) or the list of a sample's texts."""
@@ -102,3 +103,17 @@ def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int
     args = resolve({k: v for k, v in config.items() if v is not None}, COMMON_OPTIONS + LOAD_OPTIONS, "serve",
                    origin="x-serve")
     return Predictor(load_model(args, say=lambda m: print(m, file=sys.stderr)))
+
+
+def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int | None = None, cpu: bool = False,
+                     threads: int | None = None) -> Predictor:
+    """A run directory, or an ONNX export directory (served through onnxruntime once it matches its run)."""
+    from xdpx.serve.onnx_backend import is_onnx_export, load_onnx_predictor
+
+    if is_onnx_export(path):
+        if checkpoint:
+            from xdpx.cli import UserError
+
+            raise UserError(f"{path} is an ONNX export: its weights are fixed, --checkpoint does not apply")
+        return load_onnx_predictor(path, batch_size, threads, say=lambda m: print(m, file=sys.stderr, flush=True))
+    return load_predictor(path, checkpoint, batch_size, cpu, threads)
