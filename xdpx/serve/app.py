@@ -44,7 +44,6 @@ class State:
         self.metrics = Metrics()
         self.batcher = Batcher(predictor.predict_samples, batch_size, max_wait, max_queue, self.metrics.batch)
         self.answered = 0  # /predict requests answered 200 (printed when the server stops)
-        self.in_flight = 0
 
 
 def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | None = None,
@@ -55,8 +54,7 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
     schema = openapi_document(limits, predictor.labels)
 
     async def predict(request: Request) -> Response:
-        # Requests keep being served while the server drains (SIGTERM): only /ready turns 503.
-        state.in_flight += 1
+        # While the server drains after SIGTERM, requests on open connections are still served.
         try:
             inputs = parse_inputs(await read_body(request, limits), limits)
             samples = []
@@ -77,8 +75,6 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
             return error(503, str(e), {"Retry-After": str(e.retry_after)})
         except Exception as e:  # the model failed: say so, keep serving
             return error(500, f"prediction failed: {type(e).__name__}: {e}")
-        finally:
-            state.in_flight -= 1
         state.answered += 1
         return JSON(predictions)
 
