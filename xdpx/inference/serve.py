@@ -59,35 +59,36 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description="Predict with a run directory of x-train, interactively (one input per line in the run's "
                     "training format, `quit` ends) or over HTTP with --port (uvicorn + Starlette: POST /predict "
                     "a JSON list of inputs; GET /health, /ready, /metrics, /openapi.json). See docs/inference.md.",
-        epilog="example: x-serve outputs/runs/reviews_cnn --port 8080 && curl -d '[\"很好\"]' "
-               "http://127.0.0.1:8080/predict", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        epilog="example:\n  x-serve outputs/runs/reviews_cnn --port 8080\n"
+               "  curl -d '[\"很好\"]' http://127.0.0.1:8080/predict      # from another terminal",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("save_dir", help="the run directory of x-train, or an ONNX export directory of x-script "
                         "export_onnx (checked against its run at start, served through onnxruntime when faster)")
     parser.add_argument("--checkpoint", default=None, help="a path or ${save_dir}/<best> / <last> (default: best)")
     parser.add_argument("--port", type=int, default=None, help="serve HTTP on this port (0: a free one)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--batch_size", "--batch-size", type=int, default=None,
                         help="most samples per forward pass (default: the run's valid_batch_size)")
     parser.add_argument("--max_wait_ms", "--max-wait-ms", type=float, default=2.0,
-                        help="how long the batcher waits for more requests before a forward pass")
+                        help="how long the batcher waits for more requests before a forward pass (default %(default)s)")
     parser.add_argument("--cpu", action="store_true", help="stay on the CPU even when a GPU is available")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads per process (default: torch's choice, one per core; with --workers N "
                              "give each cores/N; on a busy machine 1 is often fastest)")
     limits = parser.add_argument_group("limits (each broken limit is a 4xx answer naming it)")
     limits.add_argument("--max_queue", type=int, default=2048,
-                        help="samples waiting or being predicted; beyond, 503 with Retry-After")
+                        help="samples waiting or being predicted; beyond, 503 with Retry-After (default %(default)s)")
     limits.add_argument("--max_connections", type=int, default=1024,
-                        help="open connections; beyond, uvicorn answers 503")
-    limits.add_argument("--max_body_bytes", type=int, default=default.max_body_bytes, help="413 beyond")
-    limits.add_argument("--max_inputs", type=int, default=default.max_inputs, help="inputs per request")
-    limits.add_argument("--max_text_chars", type=int, default=default.max_text_chars, help="characters per text")
+                        help="open connections; beyond, uvicorn answers 503 (default %(default)s)")
+    limits.add_argument("--max_body_bytes", type=int, default=default.max_body_bytes, help="largest body; 413 beyond (default %(default)s)")
+    limits.add_argument("--max_inputs", type=int, default=default.max_inputs, help="most inputs per request (default %(default)s)")
+    limits.add_argument("--max_text_chars", type=int, default=default.max_text_chars, help="most characters per text (default %(default)s)")
     limits.add_argument("--body_timeout", type=float, default=default.body_timeout,
-                        help="seconds for the body to arrive; 408 beyond")
+                        help="seconds for the body to arrive; 408 beyond (default %(default)s)")
     parser.add_argument("--drain_timeout", type=float, default=30.0,
-                        help="on SIGTERM, seconds to finish the requests in flight before giving up on them")
+                        help="on SIGTERM, seconds to finish the requests in flight before giving up on them (default %(default)s)")
     parser.add_argument("--workers", type=int, default=1,
-                        help="worker processes, each with its own copy of the model, sharing the port")
+                        help="worker processes, each with its own copy of the model, sharing the port (default %(default)s)")
     return parser.parse_args(argv)
 
 
