@@ -56,9 +56,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     default = Limits()
     parser = argparse.ArgumentParser(
         prog="x-serve",
-        description="Predict with a run directory of x-train, interactively (one input per line in the run's "
-                    "training format, `quit` ends) or over HTTP with --port (uvicorn + Starlette: POST /predict "
-                    "a JSON list of inputs; GET /health, /ready, /metrics, /openapi.json). See docs/inference.md.",
+        description="Predict with a run directory of x-train (or an ONNX export of one), interactively\n"
+                    "(one input per line in the run's training format, `quit` ends) or over HTTP with --port\n"
+                    "(uvicorn + Starlette: POST /predict a JSON list of inputs; GET /health, /ready, /metrics,\n"
+                    "/openapi.json). See docs/inference.md.",
         epilog="example:\n  x-serve outputs/runs/reviews_cnn --port 8080\n"
                "  curl -d '[\"很好\"]' http://127.0.0.1:8080/predict      # from another terminal",
         formatter_class=argparse.RawDescriptionHelpFormatter)
