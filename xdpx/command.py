@@ -60,6 +60,8 @@ class Command:
     group: str = ""
     # The key naming a run's output folder: runs of one loop must not share it.
     output_key: str | None = None
+    # One command line shown by `--help`; default: `NAME config.hjson --dry`.
+    example: str = ""
 
     def options(self) -> list[Any]:
         raise NotImplementedError
@@ -74,6 +76,42 @@ class Command:
 
 def get_command(name: str) -> Command:
     return commands.get(name)()
+
+
+def usage(name: str) -> str:
+    """What ``NAME --help`` prints, for any registered command: what it does (its docstring), its
+    arguments and flags, where its options are listed, one example."""
+    command = get_command(name)
+    summary = " ".join((type(command).__doc__ or "").split())
+    example = command.example or f"{name} config.hjson --dry"
+    where = [(f"x-script options {name}", "the table of the options active by default"),
+             (f"x-script options {name} key: value ...", "... once a choice switches others on (e.g. model: re2)"),
+             (f"docs/options/{name}.md", "every option, its default and the condition that enables it"),
+             ("docs/config.md", "the config syntax: __parent__, loops, ${...}, __def__")]
+    width = max(len(left) for left, _ in where) + 3
+    options = "\n".join(f"  {left.ljust(width)}{right}" for left, right in where)
+    return f"""usage: {name} CONFIG [CONFIG ...] [--dry] [-h] [x-OTHER CONFIG ...]
+
+{summary}
+
+arguments:
+  CONFIG        a config file (hjson or json; a local or remote path) whose keys are {name}'s options;
+                several files run one after the other; `-` reads the config from standard input:
+                  {name} - <<EOF
+                  {{ ... }}
+                  EOF
+  x-OTHER ...   further commands of a chain, each with its configs; the chain stops at the first failure
+
+flags:
+  --dry         resolve and check every config (all runs of a loop), print the resolved options, do no work
+  -h, --help    show this help
+
+options (the keys of CONFIG):
+{options}
+
+example:
+  {example}
+"""
 
 
 def script(name: str) -> Callable[[Callable[[list[str]], int | None]], Callable[[list[str]], int | None]]:

@@ -39,7 +39,7 @@ def test_page_lists_defaults_then_what_each_choice_adds():
     assert "| size | int | 1 | how small |" in page
     big = page.index("## `gadget: big` adds")
     assert page.index("| weight | float | 2.0 | how heavy \\| in kg |") > big
-    assert page.index("| speed | int | 3 | how fast |") > page.index("## `fast: True` adds")
+    assert page.index("| speed | int | 3 | how fast (only when `fast: true`) |") > page.index("## `fast: true` adds")
     assert "user_dir" in page
 
 

@@ -1,59 +1,27 @@
-"""x-serve: HTTP under concurrent load with malformed requests (every answer checked, the server keeps
-serving), batching across requests, and the interactive mode."""
+"""x-serve: malformed requests under concurrent load (every answer checked, the server keeps serving),
+/health without paths, /openapi.json, /metrics, batching across requests, the interactive mode."""
 
 from __future__ import annotations
 
-import http.client
+import asyncio
 import json
 import random
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from inference_helpers import SAMPLE
-
-TEXTS = [line.split("\t")[0] for line in (SAMPLE / "reviews/test.txt").read_text(encoding="utf-8").splitlines()]
-SERVE = [sys.executable, "-c", "from xdpx.cli import x_serve; x_serve()"]
+from serve_helpers import SERVE, TEXTS, Server, expected_predictions, matches, request, running_server
 
 
-@pytest.fixture
-def server(cnn_run: Path) -> Iterator[tuple[str, int]]:
-    """``x-serve RUN --port 0`` in its own process; yields (host, port) read from its first line."""
-    process = subprocess.Popen([*SERVE, str(cnn_run), "--port", "0", "--cpu", "--batch_size", "16"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = process.stdout.readline()
-        found = re.search(r"http://([\d.]+):(\d+)", line)
-        assert found, f"x-serve did not start: {line!r} {process.stderr.read() if process.poll() is not None else ''}"
-        yield found.group(1), int(found.group(2))
-        assert process.poll() is None, "the server died"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def request(address: tuple[str, int], method: str, path: str, body: bytes | None = None,
-            headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    connection = http.client.HTTPConnection(*address, timeout=60)
-    try:
-        connection.request(method, path, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, json.loads(response.read().decode("utf-8"))
-    finally:
-        connection.close()
-
-
-def expected_predictions(run: Path) -> dict[str, dict[str, Any]]:
-    """Each test text predicted alone, in this process (the server batches it with others)."""
-    from xdpx.inference.serve import load_predictor
-
-    predictor = load_predictor(str(run), cpu=True)
-    return {text: predictor.predict_samples([predictor.encode(text)])[0] for text in TEXTS}
+@pytest.fixture(scope="module")
+def server(cnn_run: Path) -> Iterator[Server]:
+    with running_server(cnn_run, "--batch_size", "16") as running:
+        yield running
+        assert running.process.poll() is None, "the server died"
 
 
 MALFORMED = [
@@ -63,11 +31,12 @@ MALFORMED = [
     (json.dumps(["ok", ""]).encode(), "input 1: empty text", 400),
     (json.dumps(["ok", 3]).encode(), "input 1: an input is a string", 400),
     (json.dumps([["one", "two"]]).encode(), "input 0: expected 1 text(s), got 2", 400),
-    (b"\xff\xfe", "the body is not JSON", 400),
+    (b"\xff\xfe", "the body is not JSON: it is not UTF-8", 400),
+    (b"[NaN]", "NaN, which is not a JSON number", 400),
 ]
 
 
-def test_http_survives_malformed_requests_under_concurrent_load(server: tuple[str, int], cnn_run: Path) -> None:
+def test_http_survives_malformed_requests_under_concurrent_load(server: Server, cnn_run: Path) -> None:
     expected = expected_predictions(cnn_run)
     failures: list[str] = []
     counts = {"ok": 0, "bad": 0}
@@ -80,20 +49,17 @@ def test_http_survives_malformed_requests_under_concurrent_load(server: tuple[st
             try:
                 if kind == 0:  # a malformed request
                     body, message, status = MALFORMED[rng.randrange(len(MALFORMED))]
-                    got, answer = request(server, "POST", "/predict", body)
+                    got, answer, _ = request(server.address, "POST", "/predict", body)
                     ok = got == status and message in answer.get("error", "")
                     key = "bad"
                 elif kind == 1 and j % 8 == 1:
-                    got, answer = request(server, "GET", "/health")
+                    got, answer, _ = request(server.address, "GET", "/health")
                     ok, key = got == 200 and answer["status"] == "ok" and answer["labels"] == ["neg", "pos"], "ok"
                 else:  # 1 to 6 real texts
                     texts = rng.sample(TEXTS, rng.randint(1, 6))
-                    got, answer = request(server, "POST", "/predict", json.dumps(texts).encode("utf-8"),
-                                          {"Content-Type": "application/json"})
-                    ok = got == 200 and len(answer) == len(texts) and all(
-                        a["label"] == expected[t]["label"] and abs(a["prob"] - expected[t]["prob"]) < 1e-5
-                        and abs(sum(a["probabilities"].values()) - 1) < 1e-6 for a, t in zip(answer, texts))
-                    key = "ok"
+                    got, answer, _ = request(server.address, "POST", "/predict", json.dumps(texts).encode("utf-8"),
+                                             {"Content-Type": "application/json"})
+                    ok, key = got == 200 and matches(answer, texts, expected), "ok"
             except Exception as e:  # a refused or broken connection is a failure too
                 ok, got, answer, key = False, None, repr(e), "ok"
             with lock:
@@ -105,48 +71,77 @@ def test_http_survives_malformed_requests_under_concurrent_load(server: tuple[st
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=300)
+        t.join(timeout=120)
     assert not any(t.is_alive() for t in threads), "requests hung"
     assert not failures, "\n".join(failures[:10])
     assert counts["bad"] >= 40 and counts["ok"] + counts["bad"] == 200
     # still serving, and the other answers of a bad request
-    status, answer = request(server, "POST", "/predict", json.dumps(TEXTS[:3]).encode())
-    assert status == 200 and [a["label"] for a in answer] == [expected[t]["label"] for t in TEXTS[:3]]
-    assert request(server, "GET", "/nope")[0] == 404
-    assert request(server, "POST", "/other", b"[]")[0] == 404
-    status, answer = request(server, "POST", "/predict", b'["x"]', {"Content-Length": "abc"})
-    assert status == 400
-    assert request(server, "GET", "/health")[0] == 200
+    status, answer, _ = request(server.address, "POST", "/predict", json.dumps(TEXTS[:3]).encode())
+    assert status == 200 and matches(answer, TEXTS[:3], expected)
+    status, answer, _ = request(server.address, "GET", "/nope")
+    assert status == 404 and "use POST /predict" in answer["error"]
+    status, answer, _ = request(server.address, "GET", "/predict")
+    assert status == 405 and "GET /predict is not served" in answer["error"]
+    assert request(server.address, "POST", "/predict", b'["x"]', {"Content-Length": "abc"})[0] == 400
+    assert request(server.address, "GET", "/health")[0] == 200
+
+
+def test_health_ready_openapi_and_metrics(server: Server, cnn_run: Path) -> None:
+    status, health, _ = request(server.address, "GET", "/health")
+    assert status == 200 and health["model"] == "cls_cnn" and re.fullmatch(r"checkpoint-\d+\.pt", health["checkpoint"])
+    text = json.dumps(health)
+    assert str(cnn_run) not in text and "/" not in text, f"/health reveals a path: {text}"
+    assert request(server.address, "GET", "/ready")[:2] == (200, {"status": "ready", "queued_samples": 0})
+
+    status, schema, _ = request(server.address, "GET", "/openapi.json")
+    assert status == 200 and schema["openapi"].startswith("3.")
+    assert set(schema["paths"]) == {"/predict", "/health", "/ready", "/metrics"}
+    body = schema["paths"]["/predict"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["type"] == "array" and body["maxItems"] == 256
+    assert schema["components"]["schemas"]["Prediction"]["oneOf"][0]["properties"]["label"]["enum"] == ["neg", "pos"]
+
+    def counter(text: str, route: str, status: str) -> float:
+        found = re.search(rf'^xdpx_serve_requests_total\{{route="{re.escape(route)}",status="{status}"\}} (\S+)$',
+                          text, re.M)
+        return float(found.group(1)) if found else 0.0
+
+    before = request(server.address, "GET", "/metrics")[1]
+    for _ in range(3):
+        assert request(server.address, "POST", "/predict", json.dumps(TEXTS[:2]).encode())[0] == 200
+    assert request(server.address, "POST", "/predict", b"[]")[0] == 400
+    status, after, headers = request(server.address, "GET", "/metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    assert counter(after, "/predict", "200") - counter(before, "/predict", "200") == 3
+    assert counter(after, "/predict", "400") - counter(before, "/predict", "400") == 1
+    samples = float(re.search(r"^xdpx_serve_samples_total (\S+)$", after, re.M).group(1))
+    assert samples >= 6 and "xdpx_serve_request_seconds_bucket" in after and "xdpx_serve_batch_samples" in after
 
 
 def test_requests_are_batched_together(cnn_run: Path) -> None:
     """Concurrent requests share forward passes: fewer passes than requests, each answer its own."""
-    from xdpx.inference.serve import Batcher, load_predictor
+    from xdpx.serve.batching import Batcher
+    from xdpx.serve.predictor import load_predictor
 
     predictor = load_predictor(str(cnn_run), cpu=True)
     passes: list[int] = []
-    original = predictor.predict_samples
 
     def counting(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         passes.append(len(samples))
-        return original(samples)
+        return predictor.predict_samples(samples)
 
-    predictor.predict_samples = counting  # type: ignore[method-assign]
-    batcher = Batcher(predictor, batch_size=64, max_wait=0.2)
-    answers: dict[int, Any] = {}
+    async def ask_all() -> list[Any]:
+        batcher = Batcher(counting, batch_size=64, max_wait=0.2, max_queue=100)
+        batcher.start()
+        try:
+            return await asyncio.gather(*(batcher.predict([predictor.encode(t)]) for t in TEXTS[:12]))
+        finally:
+            await batcher.stop()
 
-    def ask(i: int) -> None:
-        answers[i] = batcher.predict([predictor.encode(TEXTS[i])])
-
-    threads = [threading.Thread(target=ask, args=(i,)) for i in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    answers = asyncio.run(ask_all())
     assert sum(passes) == 12 and len(passes) < 12
-    for i in range(12):
-        alone = original([predictor.encode(TEXTS[i])])[0]
-        assert answers[i][0]["label"] == alone["label"] and abs(answers[i][0]["prob"] - alone["prob"]) < 1e-5
+    for text, answer in zip(TEXTS[:12], answers):
+        alone = predictor.predict_samples([predictor.encode(text)])[0]
+        assert answer[0]["label"] == alone["label"] and abs(answer[0]["prob"] - alone["prob"]) < 1e-5
 
 
 def test_interactive_reads_lines_until_quit(cnn_run: Path) -> None:
@@ -165,3 +160,6 @@ def test_interactive_reads_lines_until_quit(cnn_run: Path) -> None:
 def test_serve_errors(tmp_path: Path) -> None:
     result = subprocess.run([*SERVE, str(tmp_path), "--cpu"], input="", capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "not a run directory" in result.stderr
+    result = subprocess.run([*SERVE, str(tmp_path), "--max_inputs", "50", "--max_queue", "10"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2 and "--max_inputs 50 is over --max_queue 10" in result.stderr

@@ -94,6 +94,20 @@ def read_config_file(path: str) -> Any:
     return parse_hjson(text, path)
 
 
+STDIN_NAME = "<stdin>"
+
+
+def read_stdin_config() -> Any:
+    """The config given on standard input (``x-prepro - <<EOF``)."""
+    import sys
+
+    text = sys.stdin.read()
+    if not text.strip():
+        raise ConfigError(f"{STDIN_NAME}: no config on standard input: give it after `-`, e.g.\n"
+                          "  x-prepro - <<EOF\n  {data_source: examples/data/sample/reviews, ...}\n  EOF")
+    return parse_hjson(text, STDIN_NAME)
+
+
 def parse_hjson(text: str, name: str = "<string>") -> Any:
     """Parse config text (see xdpx.config.syntax); errors name the file, line and column."""
     try:
@@ -125,7 +139,10 @@ def _dirname(path: str) -> str:
 
 
 def load_config(path: str, overrides: dict[str, Any] | None = None) -> list[Config]:
-    """Every run that a config file describes, resolved and interpolated, in loop order."""
+    """Every run that a config file describes, resolved and interpolated, in loop order. ``-`` reads
+    the config from standard input (relative paths in it are relative to the working directory)."""
+    if path == "-":
+        return load_node(read_stdin_config(), STDIN_NAME, overrides)
     file = find_config_file(path)
     node = read_config_file(file)
     return load_node(node, file, overrides)

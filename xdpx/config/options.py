@@ -399,12 +399,14 @@ def walk_options(root: Iterable[Any], group: str, choices: dict[str, Any] | None
             if isinstance(option, Rule) or option.name in seen:
                 continue
             seen[option.name] = (option, grp)
-            value = choices.get(option.name, None if option.default is MISSING or callable(option.default)
-                                else option.default)
+            # a value is known when chosen or when the default is a plain value (None included: a
+            # default of null switches on the options declared for null, as resolving a config does)
+            known = option.name in choices or not (option.default is MISSING or callable(option.default))
+            value = choices.get(option.name, option.default) if known else None
             if option.registry is not None and value is not None and value in option.registry:
                 component = option.registry.get(value)
                 queue.append((list(getattr(component, "options", [])), f"{option.registry.family}: {value}"))
-            if value is not None or option.name in choices:
+            if known:
                 for child_options in option.child_groups(value):
                     queue.append((list(child_options), grp))
     return list(seen.values())

@@ -89,6 +89,7 @@ class PreproCommand(Command):
     """Turn raw text into the binary splits, vocabulary, target map and meta.hjson that x-train uses."""
 
     name = "x-prepro"
+    example = "x-prepro examples/prepro/reviews_char.hjson"
     group = "prepro"
     output_key = "data_dir"
 

@@ -101,6 +101,7 @@ class EvalCommand(Command):
     """Score a checkpoint (or an initialised model) on splits, raw files or tables: loss and every metric."""
 
     name = "x-eval"
+    example = "x-eval examples/reviews/eval_test.hjson"
     group = "eval"
 
     def options(self) -> list[Any]:

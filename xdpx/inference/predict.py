@@ -106,6 +106,7 @@ class PredictCommand(Command):
     """Write the predicted label, its probability and every class probability (or the score) for inputs."""
 
     name = "x-pred"
+    example = "x-pred - <<< '{save_dir: outputs/runs/reviews_cnn, predict_file_map: {new.txt: new.pred.tsv}}'"
     group = "pred"
 
     def options(self) -> list[Any]:

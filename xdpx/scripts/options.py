@@ -11,7 +11,7 @@ from typing import Any
 from xdpx.command import COMMON_OPTIONS, get_command, script
 from xdpx.config.errors import ConfigError
 from xdpx.config.loader import parse_hjson
-from xdpx.config.options import type_name, walk_options
+from xdpx.config.options import Option, type_name, walk_options
 
 
 def parse_choices(tokens: list[str]) -> dict[str, Any]:
@@ -34,18 +34,70 @@ def parse_choices(tokens: list[str]) -> dict[str, Any]:
     return choices
 
 
-def option_table(command_name: str, choices: dict[str, Any], exclude: set[str] | None = None) -> str:
-    """Markdown tables of the options active for ``choices``, one per group; ``exclude`` names to omit."""
+def child_conditions(root: list[Any]) -> dict[str, str]:
+    """``{option name: 'parent: value'}`` for every option that a parent's value switches on (its
+    ``children``), found through the whole declaration tree, components' options included."""
+    from xdpx.registry import REGISTRIES  # noqa: F401 (the registries the walk reaches are loaded)
+
+    conditions: dict[str, str] = {}
+    seen: set[int] = set()
+    pending = list(root)
+    while pending:
+        option = pending.pop()
+        if not isinstance(option, Option) or id(option) in seen:
+            continue
+        seen.add(id(option))
+        if isinstance(option.children, dict):
+            for value, children in option.children.items():
+                for child in children:
+                    if isinstance(child, Option):
+                        conditions.setdefault(child.name, f"{option.name}: {hjson_value(value)}")
+                    pending.append(child)
+        if option.registry is not None:
+            for name in option.registry.names():
+                pending.extend(getattr(option.registry.get(name), "options", []))
+    return conditions
+
+
+def hjson_value(value: Any) -> str:
+    return {None: "null", True: "true", False: "false"}.get(value, str(value)) if not isinstance(value, (int, float)) \
+        or isinstance(value, bool) else str(value)
+
+
+def component_summary(group: str, registries: dict[str, Any]) -> str:
+    """The first paragraph of a component's docstring, for the group ``family: name``."""
+    family, _, name = group.partition(": ")
+    registry = registries.get(family)
+    if registry is None or name not in registry:
+        return ""
+    doc = (getattr(registry.get(name), "__doc__", None) or "").strip().split("\n\n")[0]
+    return " ".join(doc.split())
+
+
+def option_table(command_name: str, choices: dict[str, Any], exclude: set[str] | None = None,
+                 keep_group: str | None = None) -> str:
+    """Markdown tables of the options active for ``choices``, one per group; ``exclude`` names to omit
+    (except in the group ``keep_group``). A component's group starts with its docstring's summary, and
+    an option switched on by another's value says which value."""
     command = get_command(command_name)
-    rows = walk_options(COMMON_OPTIONS + command.options(), command.group, choices)
-    rows = [(option, group) for option, group in rows if option.name not in (exclude or set())]
+    root = COMMON_OPTIONS + command.options()
+    rows = walk_options(root, command.group, choices)
+    registries = {o.registry.family: o.registry for o, _ in rows if o.registry is not None}
+    rows = [(option, group) for option, group in rows
+            if option.name not in (exclude or set()) or group == keep_group]
+    conditions = child_conditions(root)
     lines = []
     current = None
     for option, group in rows:
         if group != current:
             current = group
-            lines += ["", f"### {group}", "", "| name | type | default | doc |", "| --- | --- | --- | --- |"]
+            lines += ["", f"### {group}", ""]
+            summary = component_summary(group, registries)
+            lines += [summary, ""] if summary else []
+            lines += ["| name | type | default | doc |", "| --- | --- | --- | --- |"]
         doc = option.doc.replace("|", "\\|").replace("\n", " ")
+        if option.name in conditions:
+            doc += f" (only when `{conditions[option.name]}`)"
         if option.choices:
             doc += f" Choices: {', '.join(map(str, option.choices))}."
         if option.registry is not None:

@@ -17,6 +17,7 @@ class TrainCommand(Command):
     """Train a model on x-prepro output; save_dir receives everything about the run (docs/train.md)."""
 
     name = "x-train"
+    example = "x-train examples/reviews/train_cnn.hjson"
     group = "train"
     output_key = "save_dir"
 

@@ -74,6 +74,7 @@ class VizCommand(Command):
     """Plot a run's logs (and reference runs aligned by samples seen) into save_dir/plots (docs/viz.md)."""
 
     name = "x-viz"
+    example = "x-viz examples/reviews/viz.hjson"
     group = "viz"
     output_key = "save_dir"
 

@@ -1,0 +1,126 @@
+"""The x-serve routes as a Starlette app: POST /predict, GET /health, /ready, /metrics, /openapi.json.
+
+Starlette rather than FastAPI: the body of /predict must be read under a size limit and parsed with
+limits on depth and number length *before* anything validates it, which FastAPI's declared bodies
+(parsed whole by json.loads, then validated by pydantic) would do after the fact; what FastAPI adds
+on top (pydantic models, generated docs pages) is not needed for five routes, and its OpenAPI document
+is replaced by the hand-written one of openapi.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from xdpx.serve.batching import Batcher, Overloaded
+from xdpx.serve.limits import Limits, RequestError, parse_inputs, read_body
+from xdpx.serve.metrics import Metrics, MetricsMiddleware
+from xdpx.serve.openapi import openapi_document
+from xdpx.serve.predictor import BadInput
+
+
+class JSON(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return JSON({"error": message}, status_code=status, headers=headers)
+
+
+class State:
+    """What the routes share: the predictor, the batcher, the limits, the metrics and the counts."""
+
+    def __init__(self, predictor: Any, limits: Limits, batch_size: int, max_wait: float, max_queue: int) -> None:
+        self.predictor, self.limits = predictor, limits
+        self.metrics = Metrics()
+        self.batcher = Batcher(predictor.predict_samples, batch_size, max_wait, max_queue, self.metrics.batch)
+        self.answered = 0  # /predict requests answered 200 (printed when the server stops)
+
+
+def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | None = None,
+               max_wait: float = 0.002, max_queue: int = 2048) -> Any:
+    """The ASGI app serving ``predictor`` (xdpx.serve.predictor.Predictor), wrapped in the metrics."""
+    limits = limits or Limits()
+    state = State(predictor, limits, batch_size or predictor.loaded.batch_size, max_wait, max_queue)
+    schema = openapi_document(limits, predictor.labels)
+
+    async def predict(request: Request) -> Response:
+        # While the server drains after SIGTERM, requests on open connections are still served.
+        try:
+            inputs = parse_inputs(await read_body(request, limits), limits)
+            samples = []
+            for index, item in enumerate(inputs):
+                try:
+                    samples.append(predictor.encode(item))
+                except BadInput as e:
+                    return error(400, f"input {index}: {e}")
+            state.metrics.queued.inc(len(samples))
+            try:
+                predictions = await state.batcher.predict(samples)
+            finally:
+                state.metrics.queued.dec(len(samples))
+        except RequestError as e:
+            return error(e.status, e.message, e.headers)
+        except Overloaded as e:
+            state.metrics.refused.inc()
+            return error(503, str(e), {"Retry-After": str(e.retry_after)})
+        except Exception as e:  # the model failed: say so, keep serving
+            return error(500, f"prediction failed: {type(e).__name__}: {e}")
+        state.answered += 1
+        return JSON(predictions)
+
+    async def health(request: Request) -> Response:
+        return JSON({"status": "ok", **predictor.describe()})
+
+    async def ready(request: Request) -> Response:
+        if not state.batcher.running():
+            return error(503, "the batcher is not running: predictions cannot be answered")
+        return JSON({"status": "ready", "queued_samples": state.batcher.queued})
+
+    async def metrics(request: Request) -> Response:
+        body, content_type = state.metrics.render()
+        return Response(body, media_type=content_type)
+
+    async def openapi(request: Request) -> Response:
+        return JSON(schema)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return error(404, f"no such path {request.url.path!r}: use POST /predict, GET /health, /ready, "
+                          "/metrics or /openapi.json")
+
+    async def wrong_method(request: Request, exc: Exception) -> Response:
+        return error(405, f"{request.method} {request.url.path} is not served (see GET /openapi.json)")
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.batcher.start()
+        yield
+        await state.batcher.stop()
+
+    app = Starlette(routes=[Route("/predict", predict, methods=["POST"]), Route("/health", health),
+                            Route("/ready", ready), Route("/metrics", metrics), Route("/openapi.json", openapi)],
+                    exception_handlers={404: not_found, 405: wrong_method}, lifespan=lifespan)
+    wrapped = MetricsMiddleware(app, state.metrics)
+    wrapped.state = state  # the runner reports state.answered when the server stops
+    return wrapped
+
+
+def app_from_environment() -> Any:
+    """``uvicorn --factory xdpx.serve.app:app_from_environment``: the app of one worker process, its
+    settings passed by the runner in XDPX_SERVE (JSON), each worker loading the model itself."""
+    from xdpx.serve.predictor import load_for_serving
+
+    settings = json.loads(os.environ["XDPX_SERVE"])
+    predictor = load_for_serving(settings["save_dir"], settings["checkpoint"], settings["batch_size"], settings["cpu"],
+                               settings["threads"])
+    return create_app(predictor, Limits(**settings["limits"]), settings["batch_size"], settings["max_wait"],
+                      settings["max_queue"])

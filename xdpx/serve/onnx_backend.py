@@ -1,0 +1,100 @@
+"""``x-serve EXPORT_DIR``: serve an ONNX export (x-script export_onnx) through onnxruntime.
+
+The export's export.json names the run it came from (save_dir, checkpoint): its processor, parser and
+loader encode the inputs as for the run itself, and its PyTorch model is the reference of the check
+made at start: onnxruntime must give the model's outputs on real samples of the run's data, in batches of
+several shapes (xdpx.export.parity, tolerance 1e-4), or x-serve stops with the difference. Then both are
+timed on those samples and the faster one serves (onnxruntime is usually faster on the CPU for the small
+models; the choice and the times are printed). The run directory must therefore be reachable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+EXPORT_RECORD = "export.json"
+ONNX_FILE = "model.onnx"
+
+
+def is_onnx_export(path: str) -> bool:
+    """True for a folder holding export.json of format onnx and model.onnx."""
+    record = os.path.join(path, EXPORT_RECORD)
+    if not (os.path.isfile(record) and os.path.isfile(os.path.join(path, ONNX_FILE))):
+        return False
+    with open(record, encoding="utf-8") as f:
+        return json.load(f).get("format") == "onnx"
+
+
+class OnnxModel:
+    """An onnxruntime session standing in for the run's model: ``model(**net_input)`` -> logits tensor."""
+
+    def __init__(self, path: str, input_names: list[str], threads: int | None = None) -> None:
+        try:
+            import onnxruntime
+        except ImportError:
+            from xdpx.cli import UserError
+
+            raise UserError("serving an ONNX export needs onnxruntime: pip install -e '.[onnx]'") from None
+
+        options = onnxruntime.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        self.input_names = input_names
+
+    def eval(self) -> OnnxModel:  # predict_logits puts its model in eval mode
+        return self
+
+    def __call__(self, **net_input: Any) -> Any:
+        import torch
+
+        outputs = self.session.run(None, {n: net_input[n].cpu().numpy() for n in self.input_names})
+        return torch.from_numpy(outputs[0])
+
+
+def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads: int | None = None,
+                        say: Any = print) -> Any:
+    """A Predictor whose model is the export's onnxruntime session when it matches the run's model and is
+    faster on the CPU (else the run's PyTorch model, said so); raises UserError when parity fails."""
+    from xdpx.cli import UserError
+    from xdpx.export.parity import ParityError, check_parity, parity_batches, real_samples
+    from xdpx.inference.scoring import predict_logits
+    from xdpx.serve.predictor import load_predictor
+
+    with open(os.path.join(export_dir, EXPORT_RECORD), encoding="utf-8") as f:
+        record = json.load(f)
+    save_dir, checkpoint = record.get("save_dir"), record.get("checkpoint")
+    if not save_dir or not os.path.isdir(save_dir):
+        raise UserError(f"{export_dir}: the run of this export ({save_dir!r}, from {EXPORT_RECORD}) is not here; "
+                        "x-serve checks the ONNX model against it at start: serve the run directory instead, "
+                        "or copy it to that path")
+    predictor = load_predictor(save_dir, checkpoint, batch_size, cpu=True, threads=threads)
+    loaded = predictor.loaded
+    onnx_model = OnnxModel(os.path.join(export_dir, ONNX_FILE), record["inputs"], threads)
+    samples = real_samples(loaded.run_args)
+    try:
+        report = check_parity(lambda b: loaded.model(**b), lambda b: onnx_model(**b),
+                              parity_batches(loaded.processor, samples), "ONNX (onnxruntime)")
+    except ParityError as e:
+        raise UserError(f"{export_dir}: {e}: the export does not match its run; export it again") from None
+
+    def seconds(model: Any) -> float:
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            predict_logits(loaded.task, model, loaded.processor, samples, loaded.batch_size, loaded.autocast)
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    torch_seconds, onnx_seconds = seconds(loaded.model), seconds(onnx_model)
+    faster = onnx_seconds < torch_seconds
+    say(f"x-serve: {ONNX_FILE} matches the run's model ({report.describe()}); {len(samples)} samples take "
+        f"{onnx_seconds * 1000:.1f} ms with onnxruntime, {torch_seconds * 1000:.1f} ms with PyTorch: serving with "
+        f"{'onnxruntime' if faster else 'PyTorch (the faster here)'}")
+    if faster:
+        loaded.model = onnx_model
+    predictor.backend = "onnxruntime" if faster else "pytorch"
+    return predictor

@@ -1,0 +1,119 @@
+"""Inputs -> predictions with a run directory, through the run's own parser, loader and processor."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+
+class BadInput(ValueError):
+    """An input that cannot become a sample (the message says which and why)."""
+
+
+class Predictor:
+    """Inputs -> predictions with a loaded run (xdpx.inference.loading.LoadedModel)."""
+
+    def __init__(self, loaded: Any) -> None:
+        from xdpx.data import loaders, parsers
+        from xdpx.inference.outputs import PredictionFormat
+
+        self.loaded = loaded
+        run_args = loaded.run_args
+        self.parser = parsers.get(run_args.parser)(run_args)
+        self.loader = loaders.get(run_args.loader)(run_args)
+        processor = loaded.processor
+        if processor.is_corpus:
+            raise BadInput(f"processor {run_args.processor!r} (language model) has no per-line predictions to serve")
+        self.num_texts = processor.num_texts
+        self.labels = processor.target_map.labels if processor.target_map is not None else []
+        self.format = PredictionFormat(self.labels, loaded.regression, distill=False)
+        self.lock = threading.Lock()
+        self.backend = "pytorch"  # or onnxruntime (xdpx.serve.onnx_backend)
+
+    def describe(self) -> dict[str, Any]:
+        """What /health shows: the model and the checkpoint's file name, never a filesystem path."""
+        checkpoint = self.loaded.checkpoint
+        return {"model": self.loaded.run_args.model,
+                "checkpoint": os.path.basename(str(checkpoint)) if checkpoint else None,
+                "labels": self.labels, "texts_per_input": self.num_texts,
+                "regression": bool(self.loaded.regression), "backend": self.backend}
+
+    def encode(self, item: Any) -> dict[str, Any]:
+        """A sample from a line of the training format (str) or the list of a sample's texts."""
+        from xdpx.data.errors import BadLine
+
+        processor = self.loaded.processor
+        try:
+            if isinstance(item, str):
+                columns = self.parser.parse(item.rstrip("\r\n"))
+                texts, _label = self.loader.fields(columns, self.loader.layout_of(columns))
+            elif isinstance(item, list) and all(isinstance(t, str) for t in item):
+                if len(item) != processor.num_texts:
+                    raise BadLine(f"expected {processor.num_texts} text(s), got {len(item)}")
+                texts = [t.strip() for t in item]
+                if not all(texts):
+                    raise BadLine("empty text")
+            else:
+                raise BadLine(f"an input is a string (a line in the training format) or a list of "
+                              f"{processor.num_texts} string(s), got {type(item).__name__}")
+            sample = processor.encode(texts)
+        except BadLine as e:
+            raise BadInput(str(e)) from None
+        if any(len(sample[f]) == 0 for f in processor.fields):
+            raise BadInput("no tokens left after tokenization")
+        return sample
+
+    def predict_samples(self, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from xdpx.inference.outputs import probabilities
+        from xdpx.inference.scoring import predict_logits
+
+        loaded = self.loaded
+        with self.lock:  # one forward pass at a time: the model's threads already use the cores
+            logits = predict_logits(loaded.task, loaded.model, loaded.processor, samples, loaded.batch_size,
+                                    loaded.autocast, loaded.to_device).numpy()
+        values = probabilities(logits, loaded.regression)
+        if loaded.regression:
+            return [{"score": float(v)} for v in values]
+        out = []
+        for row in values:
+            best = int(row.argmax())
+            out.append({"label": self.labels[best], "prob": float(row[best]),
+                        "probabilities": {label: float(p) for label, p in zip(self.labels, row)}})
+        return out
+
+
+def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int | None = None,
+                   cpu: bool = False, threads: int | None = None) -> Predictor:
+    """A Predictor for a run directory (its best checkpoint unless ``checkpoint`` says otherwise);
+    ``threads``: torch's intra-op threads of this process (default: torch's choice)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    from xdpx.command import COMMON_OPTIONS
+    from xdpx.config.options import resolve
+    from xdpx.inference.loading import load_model
+    from xdpx.inference.options import LOAD_OPTIONS
+
+    config: dict[str, Any] = {"save_dir": save_dir, "checkpoint": checkpoint, "batch_size": batch_size}
+    if cpu:
+        config["cuda"] = False
+    args = resolve({k: v for k, v in config.items() if v is not None}, COMMON_OPTIONS + LOAD_OPTIONS, "serve",
+                   origin="x-serve")
+    return Predictor(load_model(args, say=lambda m: print(m, file=sys.stderr)))
+
+
+def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int | None = None, cpu: bool = False,
+                     threads: int | None = None) -> Predictor:
+    """A run directory, or an ONNX export directory (served through onnxruntime once it matches its run)."""
+    from xdpx.serve.onnx_backend import is_onnx_export, load_onnx_predictor
+
+    if is_onnx_export(path):
+        if checkpoint:
+            from xdpx.cli import UserError
+
+            raise UserError(f"{path} is an ONNX export: its weights are fixed, --checkpoint does not apply")
+        return load_onnx_predictor(path, batch_size, threads, say=lambda m: print(m, file=sys.stderr, flush=True))
+    return load_predictor(path, checkpoint, batch_size, cpu, threads)
