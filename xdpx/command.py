@@ -60,6 +60,9 @@ class Command:
     group: str = ""
     # The key naming a run's output folder: runs of one loop must not share it.
     output_key: str | None = None
+    # Under torchrun: True when every process takes part (x-train, x-eval, x-pred); otherwise the command
+    # runs on rank 0 while the other processes wait (xdpx.cli.run_command).
+    every_rank: bool = False
 
     def options(self) -> list[Any]:
         raise NotImplementedError

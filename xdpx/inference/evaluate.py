@@ -102,6 +102,7 @@ class EvalCommand(Command):
 
     name = "x-eval"
     group = "eval"
+    every_rank = True
 
     def options(self) -> list[Any]:
         return LOAD_OPTIONS + RAW_DATA_OPTIONS + EVAL_OPTIONS

@@ -107,6 +107,7 @@ class PredictCommand(Command):
 
     name = "x-pred"
     group = "pred"
+    every_rank = True
 
     def options(self) -> list[Any]:
         return LOAD_OPTIONS + RAW_DATA_OPTIONS + PRED_OPTIONS

@@ -19,6 +19,7 @@ class TrainCommand(Command):
     name = "x-train"
     group = "train"
     output_key = "save_dir"
+    every_rank = True
 
     def options(self) -> list[Any]:
         from xdpx.data.meta import META_OPTIONS
