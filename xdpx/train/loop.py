@@ -386,8 +386,8 @@ class Trainer:
 
     # ---- evaluation and saving ---------------------------------------------------------------------
     def evaluate(self) -> dict[str, float]:
-        """Loss and metrics on valid_subset (every rank evaluates the whole split: no communication).
-        With auto_ga, out-of-memory halves the evaluation batch and starts the evaluation again."""
+        """Loss and metrics on valid_subset (with several processes each scores its share of the batches
+        and the outputs are gathered: every rank gets the one-process numbers). With auto_ga, out-of-memory halves the evaluation batch and starts the evaluation again."""
         while True:
             try:
                 return self._evaluate(self.valid_batch_size)
@@ -402,7 +402,7 @@ class Trainer:
         from xdpx.inference.scoring import evaluate
 
         metrics = evaluate(self.task, self.module, self.processor, self.valid_data, batch_size, self.autocast,
-                           self._to_device)
+                           self._to_device, context=self.context)
         self.module.train()
         return metrics
 

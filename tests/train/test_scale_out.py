@@ -1,0 +1,76 @@
+"""Several processes (torchrun, gloo on the CPU): loops and chains finish, evaluation and prediction are
+sharded and give the one-process numbers and files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from train_helpers import write_config
+
+from xdpx.cli import run_chain
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CHAIN_RUNNER = HERE / "chain_runner.py"
+
+
+def torchrun(*args: str, nproc: int = 2, timeout: int = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
+        [str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           f"--nproc_per_node={nproc}", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def test_a_loop_and_a_chain_finish_and_evaluation_is_sharded(reviews, tmp_path):
+    # An odd-sized raw file (59 lines) for x-eval / x-pred; dev (60) in batches of 7 during training:
+    # 9 batches, so the ranks get 5 and 4 batches and the last batch is short.
+    odd = tmp_path / "dev59.txt"
+    odd.write_text("".join((REPO / "examples/data/sample/reviews/dev.txt").read_text().splitlines(True)[:59]))
+    common = {"dropout": 0.0, "max_epoch": 1, "eval_interval": 5, "warmup_steps": 0, "batch_size": 8,
+              "valid_batch_size": 7, "viz": False, "overwrite": True}
+    runs = []
+    for name, lr in (("run1", 3e-3), ("run2", 2e-3)):
+        path = write_config(tmp_path / f"{name}.hjson", reviews, tmp_path / name, **common, learning_rate=lr)
+        runs.append(json.loads(path.read_text()))
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "old.txt").write_text("replaced by overwrite: true")
+    (tmp_path / "loop.hjson").write_text(json.dumps(runs))
+    (tmp_path / "eval.hjson").write_text(json.dumps({
+        "save_dir": str(tmp_path / "run2"), "valid_subset": [str(odd), "dev"], "batch_size": 6, "cuda": False,
+        "save_to_file": str(tmp_path / "eval.tsv"), "save_mode": "w"}))
+    (tmp_path / "pred.hjson").write_text(json.dumps({
+        "save_dir": str(tmp_path / "run2"), "batch_size": 6, "cuda": False,
+        "predict_file_map": {str(odd): str(tmp_path / "pred.tsv")}}))
+
+    result = torchrun(str(CHAIN_RUNNER), "x-train", str(tmp_path / "loop.hjson"),
+                      "x-eval", str(tmp_path / "eval.hjson"), "x-pred", str(tmp_path / "pred.hjson"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("done: 15 updates") == 2, result.stdout  # rank 0's log: both runs of the loop
+    assert not (tmp_path / "run1" / "old.txt").exists()
+
+    # the same checkpoints scored by one process
+    (tmp_path / "eval.hjson").write_text((tmp_path / "eval.hjson").read_text().replace("eval.tsv", "eval1.tsv"))
+    (tmp_path / "pred.hjson").write_text((tmp_path / "pred.hjson").read_text().replace("pred.tsv", "pred1.tsv"))
+    assert run_chain(["x-eval", str(tmp_path / "eval.hjson"), "x-pred", str(tmp_path / "pred.hjson")]) == 0
+    assert (tmp_path / "eval.tsv").read_text() == (tmp_path / "eval1.tsv").read_text()
+    assert "\t59\t" in (tmp_path / "eval.tsv").read_text()  # every sample once: no padding, no duplicate
+    assert (tmp_path / "pred.tsv").read_bytes() == (tmp_path / "pred1.tsv").read_bytes()
+    assert len((tmp_path / "pred.tsv").read_text().splitlines()) == 60  # header + 59
+
+    # training-time evaluation (sharded) gave exactly what one process gives for the final weights
+    last = (tmp_path / "run2" / "valid.log.tsv").read_text().splitlines()
+    header, final = last[0].split("\t"), dict(zip(last[0].split("\t"), last[-1].split("\t")))
+    (tmp_path / "eval_last.hjson").write_text(json.dumps({
+        "save_dir": str(tmp_path / "run2"), "checkpoint": str(tmp_path / "run2" / "<last>"), "valid_subset": "dev",
+        "batch_size": 7, "cuda": False, "save_to_file": str(tmp_path / "last.tsv"), "save_mode": "w"}))
+    assert run_chain(["x-eval", str(tmp_path / "eval_last.hjson")]) == 0
+    lines = (tmp_path / "last.tsv").read_text().splitlines()
+    one = dict(zip(lines[0].split("\t"), lines[1].split("\t")))
+    assert "accuracy" in header
+    for key in ("loss", "accuracy", "auc", "macro_f1"):
+        assert final[key] == one[key], key
