@@ -30,10 +30,14 @@ class TrainCommand(Command):
     def run(self, args: Args, dry: bool = False) -> None:
         from xdpx.config.errors import ConfigError
         from xdpx.train.checks import preflight
+        from xdpx.train.legacy_options import legacy_notes
+        from xdpx.utils.distributed_utils import is_master
 
         problems, notes = preflight(args)
         if problems:
             raise ConfigError(problems)
+        for note in legacy_notes(args) if is_master() else []:
+            print(f"note: {note}")
         if dry:
             for note in notes:
                 print(f"# {note}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from xdpx.config.options import Option, Rule, exclusive
+from xdpx.train.legacy_options import LEGACY_FP16_OPTIONS
 
 
 def _positive(value: Any) -> bool:
@@ -73,6 +74,7 @@ TRAIN_OPTIONS: list[Any] = [
     Option("fp16", bool, default=False, doc="fp16 mixed precision with dynamic loss scaling (CUDA)",
            children={True: FP16_OPTIONS}),
     Option("bf16", bool, default=False, doc="bf16 autocast (CUDA, or CPU); no loss scaling needed"),
+    *LEGACY_FP16_OPTIONS,
     # logging and evaluation
     Option("log_interval", int, default=10, validate=_positive, validate_msg="must be > 0",
            doc="updates between rows of train.log.tsv"),
@@ -83,7 +85,8 @@ TRAIN_OPTIONS: list[Any] = [
     Option("eval_interval_warmup", int, default=0,
            doc="before this update, evaluate (and maybe save) eval_interval_warmup_multiplier times less often"),
     Option("eval_interval_warmup_multiplier", int, default=6, validate=_positive, validate_msg="must be > 0",
-           doc="see eval_interval_warmup"),
+           aliases=("eval_interval_warmup_mutiplier",),
+           doc="see eval_interval_warmup (the manual's spelling eval_interval_warmup_mutiplier is accepted)"),
     Option("valid_subset", str | None, default="dev", doc="the split to evaluate on (null: no evaluation)"),
     # plots and debugging aids (docs/viz.md)
     Option("viz", bool, default=True,
