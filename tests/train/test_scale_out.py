@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
 from train_helpers import write_config
 
 from xdpx.cli import run_chain
@@ -74,3 +75,25 @@ def test_a_loop_and_a_chain_finish_and_evaluation_is_sharded(reviews, tmp_path):
     assert "accuracy" in header
     for key in ("loss", "accuracy", "auc", "macro_f1"):
         assert final[key] == one[key], key
+
+
+def test_x_train_starts_its_processes_and_auto_ga_switches_every_rank_together(reviews, tmp_path):
+    # distributed_world_size: 2 on the CPU: x-train starts 2 processes itself (torch's elastic launcher).
+    # Only rank 1 runs out of memory (batches > 4): both go to 4 x 2 and the update keeps its 16 samples.
+    from train_helpers import FAULTY, final_weights, train
+
+    common = {"dropout": 0.0, "max_epoch": 1, "eval_interval": 5, "warmup_steps": 0, "viz": False, "cpu": True}
+    launched = write_config(tmp_path / "ddp.hjson", reviews, tmp_path / "ddp", **common, batch_size=8,
+                            distributed_world_size=2, user_dir=str(FAULTY), model="faulty_cnn", auto_ga=True,
+                            oom_above_batch=4, oom_rank=1)
+    assert train(launched) == 0
+    log = (tmp_path / "ddp" / "log.txt").read_text()
+    assert log.count("auto_ga: out of memory at update 1: batch_size -> 4, update_freq -> 2") == 1, log
+    assert "out of memory on 1 of 2 processes" not in log  # the message is rank 0's own log line above
+    rows = (tmp_path / "ddp" / "train.log.tsv").read_text().splitlines()
+    assert rows[1].split("\t")[rows[0].split("\t").index("batch_size")] == "4"
+
+    assert train(write_config(tmp_path / "one.hjson", reviews, tmp_path / "one", **common, batch_size=16)) == 0
+    expected = final_weights(tmp_path / "one")
+    for key, value in final_weights(tmp_path / "ddp").items():
+        assert torch.allclose(value, expected[key], rtol=1e-4, atol=1e-6), key

@@ -30,10 +30,12 @@ class TrainCommand(Command):
     def run(self, args: Args, dry: bool = False) -> None:
         from xdpx.config.errors import ConfigError
         from xdpx.train.checks import preflight
+        from xdpx.train.launch import launch, launch_problems, processes_to_start
         from xdpx.train.legacy_options import legacy_notes
         from xdpx.utils.distributed_utils import is_master
 
         problems, notes = preflight(args)
+        problems += launch_problems(args)
         if problems:
             raise ConfigError(problems)
         for note in legacy_notes(args) if is_master() else []:
@@ -41,6 +43,10 @@ class TrainCommand(Command):
         if dry:
             for note in notes:
                 print(f"# {note}")
+            return
+        nproc = processes_to_start(args)
+        if nproc > 1:  # several GPUs (or distributed_world_size) and no launcher: start the processes
+            launch(args, nproc)
             return
         from xdpx.train.loop import train
 

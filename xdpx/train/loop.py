@@ -261,27 +261,40 @@ class Trainer:
         loss_scale = self.scaler.scale if self.scaler else 1.0
         loss_total = torch.zeros((), dtype=torch.float64)
         sample_size = nsamples = 0
-        for i, indices in enumerate(chunks):
-            t0 = time.perf_counter()
-            batch = self._to_device(self.processor.collate([dataset[int(j)] for j in indices]))
-            t1 = time.perf_counter()
-            last = i == len(chunks) - 1
-            with model.no_sync() if ctx.distributed and not last else contextlib.nullcontext():
-                with self.autocast, summary_mode(TRAIN):
-                    loss, size, logs = self.task.train_step(model, batch)
-                if stand_in:  # a rank without samples in a short last group still joins the sync
-                    loss, size, logs = loss * 0.0, 0, {**logs, "loss": logs["loss"] * 0.0, "nsamples": 0}
-                (loss * loss_scale).backward()
-            loss_total += logs["loss"].detach().double().cpu()
-            sample_size += size
-            nsamples += logs["nsamples"]
-            self.time["data"] += t1 - t0
-            self.time["compute"] += time.perf_counter() - t1
+        # auto_ga with several processes: gradients are synced only once every rank's backward succeeded,
+        # so that an out-of-memory on one rank reaches all of them before any gradient sync
+        sync_late = ctx.distributed and self.args.auto_ga
+        out_of_memory = 0.0
+        try:
+            for i, indices in enumerate(chunks):
+                t0 = time.perf_counter()
+                batch = self._to_device(self.processor.collate([dataset[int(j)] for j in indices]))
+                t1 = time.perf_counter()
+                last = i == len(chunks) - 1
+                with model.no_sync() if ctx.distributed and (sync_late or not last) else contextlib.nullcontext():
+                    with self.autocast, summary_mode(TRAIN):
+                        loss, size, logs = self.task.train_step(model, batch)
+                    if stand_in:  # a rank without samples in a short last group still joins the sync
+                        loss, size, logs = loss * 0.0, 0, {**logs, "loss": logs["loss"] * 0.0, "nsamples": 0}
+                    (loss * loss_scale).backward()
+                loss_total += logs["loss"].detach().double().cpu()
+                sample_size += size
+                nsamples += logs["nsamples"]
+                self.time["data"] += t1 - t0
+                self.time["compute"] += time.perf_counter() - t1
+        except Exception as error:
+            if not (sync_late and is_out_of_memory(error)):
+                raise
+            out_of_memory = 1.0
 
         t2 = time.perf_counter()
         # normalise by the real sample count of the whole update (all micro-batches, all ranks)
-        loss_sum, sample_size, nsamples = distributed.all_reduce_sum(
-            [float(loss_total), float(sample_size), float(nsamples)], ctx)
+        loss_sum, sample_size, nsamples, out_of_memory = distributed.all_reduce_sum(
+            [float(loss_total), float(sample_size), float(nsamples), out_of_memory], ctx)
+        if out_of_memory:  # every rank raises it: auto_ga halves the batch everywhere and redoes the update
+            raise torch.OutOfMemoryError(f"out of memory on {out_of_memory:.0f} of {ctx.world_size} processes")
+        if sync_late:
+            distributed.all_reduce_gradients([p for p in self.module.parameters() if p.requires_grad], ctx)
         params = [p for p in self.module.parameters() if p.grad is not None]
         if sample_size > 0:
             torch._foreach_mul_([p.grad for p in params], ctx.world_size / (sample_size * loss_scale))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from xdpx.config.options import Option, Rule, exclusive
+from xdpx.train.launch import LAUNCH_OPTIONS
 from xdpx.train.legacy_options import LEGACY_FP16_OPTIONS
 
 
@@ -71,6 +72,7 @@ TRAIN_OPTIONS: list[Any] = [
     Option("learning_rate", float, validate=_positive, validate_msg="must be > 0", doc="peak learning rate"),
     Option("clip_norm", float | None, default=5.0, doc="gradient norm clipping; 0 or null disables clipping"),
     Option("cpu", bool, default=False, doc="train on the CPU even when a GPU is available (addition)"),
+    *LAUNCH_OPTIONS,
     Option("fp16", bool, default=False, doc="fp16 mixed precision with dynamic loss scaling (CUDA)",
            children={True: FP16_OPTIONS}),
     Option("bf16", bool, default=False, doc="bf16 autocast (CUDA, or CPU); no loss scaling needed"),
