@@ -97,3 +97,35 @@ def test_x_train_starts_its_processes_and_auto_ga_switches_every_rank_together(r
     expected = final_weights(tmp_path / "one")
     for key, value in final_weights(tmp_path / "ddp").items():
         assert torch.allclose(value, expected[key], rtol=1e-4, atol=1e-6), key
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_nodes_with_c10d_rendezvous_equal_one_process_with_the_doubled_batch(reviews, tmp_path):
+    # two torchrun launches (two "nodes" of one process each) meet at a c10d rendezvous on 127.0.0.1
+    from train_helpers import final_weights, train
+
+    common = {"dropout": 0.0, "max_epoch": 1, "eval_interval": 5, "warmup_steps": 0, "viz": False}
+    config = write_config(tmp_path / "nodes.hjson", reviews, tmp_path / "nodes", **common, batch_size=8)
+    endpoint = f"127.0.0.1:{free_port()}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={rank}",
+                               "--nproc_per_node=1", "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}",
+                               "--rdzv_id=two-nodes", str(CHAIN_RUNNER), "x-train", str(config)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+             for rank in (0, 1)]
+    outputs = [node.communicate(timeout=150)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+    assert "done: 15 updates, 240 samples" in outputs[0]
+
+    assert train(write_config(tmp_path / "one.hjson", reviews, tmp_path / "one", **common, batch_size=16)) == 0
+    expected = final_weights(tmp_path / "one")
+    for key, value in final_weights(tmp_path / "nodes").items():
+        assert torch.allclose(value, expected[key], rtol=0, atol=1e-6), key
