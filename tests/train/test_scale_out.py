@@ -129,3 +129,11 @@ def test_two_nodes_with_c10d_rendezvous_equal_one_process_with_the_doubled_batch
     expected = final_weights(tmp_path / "one")
     for key, value in final_weights(tmp_path / "nodes").items():
         assert torch.allclose(value, expected[key], rtol=0, atol=1e-6), key
+
+
+def test_bmuf_with_block_momentum_0_and_block_lr_1_is_model_averaging_and_filters_with_momentum():
+    runner = str(HERE / "bmuf_runner.py")
+    for momentum, block_lr, nesterov in (("0", "1", "0"), ("0.5", "0.7", "1")):
+        result = torchrun(runner, momentum, block_lr, nesterov)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        assert result.stdout.count("largest difference") == 2

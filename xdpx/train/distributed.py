@@ -129,6 +129,19 @@ def teardown(context: Context) -> None:
         torch.distributed.barrier()
 
 
+def block_sync(args: Any, module: torch.nn.Module, optimizer: Any, context: Context,
+               state: dict[str, Any] | None) -> Any:
+    """BMUF's per-process state (xdpx/optim/bmuf.py) with ``use_bmuf`` and several processes, else None."""
+    if not (args.get("use_bmuf") and context.distributed):
+        return None
+    from xdpx.optim.bmuf import BlockSync
+
+    sync = BlockSync(args, module, optimizer, context.world_size)
+    if state is not None and state.get("bmuf"):
+        sync.load_state_dict(state["bmuf"])
+    return sync
+
+
 def current() -> Context:
     """The context of x-eval / x-pred: the process group when launched, the CPU otherwise (inference
     chooses its own device)."""
