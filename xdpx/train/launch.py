@@ -56,6 +56,7 @@ def processes_to_start(args: Any) -> int:
 
 def launch(args: Any, nproc: int) -> None:
     """Run x-train with ``args`` in ``nproc`` local processes; raises UserError when one fails."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -79,6 +80,9 @@ def launch(args: Any, nproc: int) -> None:
         detail = f"rank {first.rank} exited with code {first.exitcode}" if first else str(error)
         raise UserError(f"x-train with {nproc} processes failed: {detail} (its error is printed above); "
                         "fix it and run again, with resume: true to continue from the last saved state") from None
+    except SignalException as error:  # the processes were stopped (Ctrl-C, a scheduler's SIGTERM)
+        raise UserError(f"x-train with {nproc} processes was stopped by signal {error.sigval}; continue it with "
+                        "resume: true") from None
     finally:
         if chosen is None:
             del os.environ["OMP_NUM_THREADS"]
