@@ -11,6 +11,7 @@ has already decided and this module does nothing.
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from typing import Any
 
@@ -73,17 +74,21 @@ def launch(args: Any, nproc: int) -> None:
     threads = chosen or str(max(1, (os.cpu_count() or 1) // nproc))
     print(f"x-train: starting {nproc} processes (distributed_world_size; {threads} CPU thread(s) each)", flush=True)
     os.environ["OMP_NUM_THREADS"] = threads
+    # the elastic agent installs its own signal handlers in this process; a chain goes on without them
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
     try:
         elastic_launch(config, _worker)(explicit, sources)
     except ChildFailedError as error:
-        first = min(error.failures.items())[1] if error.failures else None
-        detail = f"rank {first.rank} exited with code {first.exitcode}" if first else str(error)
+        rank, failure = min(error.failures.items(), key=lambda item: item[0]) if error.failures else (None, None)
+        detail = f"rank {rank} exited with code {failure.exitcode}" if failure else str(error)
         raise UserError(f"x-train with {nproc} processes failed: {detail} (its error is printed above); "
                         "fix it and run again, with resume: true to continue from the last saved state") from None
     except SignalException as error:  # the processes were stopped (Ctrl-C, a scheduler's SIGTERM)
         raise UserError(f"x-train with {nproc} processes was stopped by signal {error.sigval}; continue it with "
                         "resume: true") from None
     finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         if chosen is None:
             del os.environ["OMP_NUM_THREADS"]
 

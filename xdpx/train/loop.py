@@ -406,7 +406,8 @@ class Trainer:
     # ---- evaluation and saving ---------------------------------------------------------------------
     def evaluate(self) -> dict[str, float]:
         """Loss and metrics on valid_subset (with several processes each scores its share of the batches
-        and the outputs are gathered: every rank gets the one-process numbers). With auto_ga, out-of-memory halves the evaluation batch and starts the evaluation again."""
+        and the outputs are gathered: every rank gets the one-process numbers). With auto_ga,
+        out-of-memory halves the evaluation batch and starts the evaluation again."""
         while True:
             try:
                 return self._evaluate(self.valid_batch_size)
