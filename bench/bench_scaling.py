@@ -43,7 +43,12 @@ def prepare(folder: str) -> str:
     return os.path.join(folder, "data")
 
 
-def train(folder: str, data_dir: str, processes: int, updates: int) -> dict[str, float]:
+def thread_env(processes: int, threads: int | None) -> dict[str, str]:
+    """CPU threads per process: --threads, else the cores split between the processes (as x-train does)."""
+    return {**ENV, "OMP_NUM_THREADS": str(threads or max(1, (os.cpu_count() or 1) // processes))}
+
+
+def train(folder: str, data_dir: str, processes: int, updates: int, threads: int | None) -> dict[str, float]:
     save_dir = os.path.join(folder, f"run{processes}")
     config = os.path.join(folder, f"train{processes}.hjson")
     with open(config, "w") as f:
@@ -53,7 +58,8 @@ def train(folder: str, data_dir: str, processes: int, updates: int) -> dict[str,
                    "save_best_only": False}, f)
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", f"from xdpx.cli import run_chain; import sys; "
-                    f"sys.exit(run_chain(['x-train', {config!r}]))"], check=True, env=ENV, stdout=subprocess.DEVNULL)
+                    f"sys.exit(run_chain(['x-train', {config!r}]))"], check=True, env=thread_env(processes, threads),
+                   stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - started
     import torch
 
@@ -87,13 +93,12 @@ def evaluate_worker(save_dir: str, split: str, out: str) -> None:
             json.dump({"seconds": seconds, "samples": len(data), "metrics": metrics}, f)
 
 
-def timed_evaluation(folder: str, save_dir: str, processes: int) -> dict:
+def timed_evaluation(folder: str, save_dir: str, processes: int, threads: int | None) -> dict:
     out = os.path.join(folder, f"eval{processes}.json")
     worker = [os.path.abspath(__file__), "--eval-worker", save_dir, "test", out]
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"] \
         if processes > 1 else [sys.executable]
-    threads = str(max(1, (os.cpu_count() or 1) // processes))
-    subprocess.run(launcher + worker, check=True, env={**ENV, "OMP_NUM_THREADS": threads},
+    subprocess.run(launcher + worker, check=True, env=thread_env(processes, threads),
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(out) as f:
         return json.load(f)
@@ -103,6 +108,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--updates", type=int, default=150)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads per process (default: the cores split between the processes)")
     parser.add_argument("--eval-worker", nargs=3, metavar=("SAVE_DIR", "SPLIT", "OUT"), help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.eval_worker:
@@ -111,19 +118,20 @@ def main() -> None:
 
     import torch
 
-    device = f"{torch.cuda.device_count()} GPU(s)" if torch.cuda.is_available() else f"{os.cpu_count()} CPU cores"
+    device = f"{torch.cuda.device_count()} GPU(s)" if torch.cuda.is_available() else \
+        f"{os.cpu_count()} CPU cores, {options.threads or 'cores / processes'} thread(s) per process"
     with tempfile.TemporaryDirectory() as folder:
         data_dir = prepare(folder)
         best: dict[int, dict[str, float]] = {}
         for _ in range(options.repeats):
             for processes in (1, 2):  # alternating, so that a busy moment of a shared machine hits both
-                result = train(folder, data_dir, processes, options.updates)
+                result = train(folder, data_dir, processes, options.updates, options.threads)
                 if processes not in best or result["samples_per_s"] > best[processes]["samples_per_s"]:
                     best[processes] = result
         evals: dict[int, dict] = {}
         for _ in range(options.repeats):
             for processes in (1, 2):
-                result = timed_evaluation(folder, best[1]["save_dir"], processes)
+                result = timed_evaluation(folder, best[1]["save_dir"], processes, options.threads)
                 if processes not in evals or result["seconds"] < evals[processes]["seconds"]:
                     evals[processes] = result
 
