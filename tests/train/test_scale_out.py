@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from train_helpers import write_config
 
@@ -17,6 +18,26 @@ from xdpx.cli import run_chain
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 CHAIN_RUNNER = HERE / "chain_runner.py"
+
+
+COMMON = {"dropout": 0.0, "max_epoch": 1, "eval_interval": 5, "warmup_steps": 0, "viz": False, "cpu": True}
+
+
+@pytest.fixture(scope="module")
+def one_process_weights(reviews, tmp_path_factory):
+    """Final weights of one process with batch 16: what 2 processes with batch 8 must reach."""
+    from train_helpers import final_weights, train
+
+    folder = tmp_path_factory.mktemp("one")
+    assert train(write_config(folder / "one.hjson", reviews, folder / "one", **COMMON, batch_size=16)) == 0
+    return final_weights(folder / "one")
+
+
+def assert_weights_equal(save_dir: Path, expected: dict) -> None:
+    from train_helpers import final_weights
+
+    for key, value in final_weights(save_dir).items():
+        assert torch.allclose(value, expected[key], rtol=0, atol=1e-6), key
 
 
 def torchrun(*args: str, nproc: int = 2, timeout: int = 120) -> subprocess.CompletedProcess:
@@ -77,12 +98,13 @@ def test_a_loop_and_a_chain_finish_and_evaluation_is_sharded(reviews, tmp_path):
         assert final[key] == one[key], key
 
 
-def test_x_train_starts_its_processes_and_auto_ga_switches_every_rank_together(reviews, tmp_path, capfd):
+def test_x_train_starts_its_processes_and_auto_ga_switches_every_rank_together(reviews, tmp_path, capfd,
+                                                                              one_process_weights):
     # distributed_world_size: 2 on the CPU: x-train starts 2 processes itself (torch's elastic launcher).
     # Only rank 1 runs out of memory (batches > 4): both go to 4 x 2 and the update keeps its 16 samples.
-    from train_helpers import FAULTY, final_weights, train
+    from train_helpers import FAULTY, train
 
-    common = {"dropout": 0.0, "max_epoch": 1, "eval_interval": 5, "warmup_steps": 0, "viz": False, "cpu": True}
+    common = COMMON
     faulty = {"distributed_world_size": 2, "user_dir": str(FAULTY), "model": "faulty_cnn", "oom_above_batch": 4,
               "oom_rank": 1}
     # without auto_ga rank 1 dies: the launch says which rank failed and how to go on
@@ -98,11 +120,7 @@ def test_x_train_starts_its_processes_and_auto_ga_switches_every_rank_together(r
     assert "out of memory on 1 of 2 processes" not in log  # the message is rank 0's own log line above
     rows = (tmp_path / "ddp" / "train.log.tsv").read_text().splitlines()
     assert rows[1].split("\t")[rows[0].split("\t").index("batch_size")] == "4"
-
-    assert train(write_config(tmp_path / "one.hjson", reviews, tmp_path / "one", **common, batch_size=16)) == 0
-    expected = final_weights(tmp_path / "one")
-    for key, value in final_weights(tmp_path / "ddp").items():
-        assert torch.allclose(value, expected[key], rtol=1e-4, atol=1e-6), key
+    assert_weights_equal(tmp_path / "ddp", one_process_weights)
 
 
 def free_port() -> int:
@@ -113,12 +131,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_nodes_with_c10d_rendezvous_equal_one_process_with_the_doubled_batch(reviews, tmp_path):
+def test_two_nodes_with_c10d_rendezvous_equal_one_process_with_the_doubled_batch(reviews, tmp_path,
+                                                                                   one_process_weights):
     # two torchrun launches (two "nodes" of one process each) meet at a c10d rendezvous on 127.0.0.1
-    from train_helpers import final_weights, train
-
-    common = {"dropout": 0.0, "max_epoch": 1, "eval_interval": 5, "warmup_steps": 0, "viz": False}
-    config = write_config(tmp_path / "nodes.hjson", reviews, tmp_path / "nodes", **common, batch_size=8)
+    config = write_config(tmp_path / "nodes.hjson", reviews, tmp_path / "nodes", **COMMON, batch_size=8)
     endpoint = f"127.0.0.1:{free_port()}"
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")])}
@@ -130,11 +146,7 @@ def test_two_nodes_with_c10d_rendezvous_equal_one_process_with_the_doubled_batch
     outputs = [node.communicate(timeout=150)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
     assert "done: 15 updates, 240 samples" in outputs[0]
-
-    assert train(write_config(tmp_path / "one.hjson", reviews, tmp_path / "one", **common, batch_size=16)) == 0
-    expected = final_weights(tmp_path / "one")
-    for key, value in final_weights(tmp_path / "nodes").items():
-        assert torch.allclose(value, expected[key], rtol=0, atol=1e-6), key
+    assert_weights_equal(tmp_path / "nodes", one_process_weights)
 
 
 def test_bmuf_with_block_momentum_0_and_block_lr_1_is_model_averaging_and_filters_with_momentum():
