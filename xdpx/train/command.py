@@ -34,7 +34,9 @@ class TrainCommand(Command):
         from xdpx.train.legacy_options import legacy_notes
         from xdpx.utils.distributed_utils import is_master
 
-        problems, notes = preflight(args)
+        # Under torchrun only rank 0 checks the files: another rank listing save_dir while rank 0 probes it
+        # for writing could see the probe. A failed check on rank 0 ends the job for all.
+        problems, notes = preflight(args) if is_master() or dry else ([], [])
         problems += launch_problems(args)
         if problems:
             raise ConfigError(problems)
