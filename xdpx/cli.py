@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import traceback
+from typing import Any
 
 from xdpx.config.errors import ConfigError
 
@@ -102,6 +103,19 @@ def help_requested(argv: list[str]) -> str | None:
     return None
 
 
+def run_command(command: Any, args: Any, dry: bool) -> None:
+    """One run of a command. Under torchrun (several processes), a command written for one process
+    (``every_rank = False``, e.g. x-prepro) runs on rank 0 while the others wait for it."""
+    import os
+
+    if dry or command.every_rank or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        command.run(args, dry=dry)
+        return
+    from xdpx.train.distributed import on_main_process
+
+    on_main_process(lambda: command.run(args, dry=dry))
+
+
 def run_chain(argv: list[str]) -> int:
     from xdpx.command import get_command, usage
     from xdpx.config.writers import format_dry
@@ -128,7 +142,7 @@ def run_chain(argv: list[str]) -> int:
                     print(f"# {name} {path}: run {index + 1} of {len(runs)}")
                     print(format_dry(args))
                 try:
-                    command.run(args, dry=dry)
+                    run_command(command, args, dry)
                 except ConfigError as e:
                     print(f"{name}: error: {e}", file=sys.stderr)
                     return EXIT_CONFIG

@@ -62,6 +62,9 @@ class Command:
     output_key: str | None = None
     # One command line shown by `--help`; default: `NAME config.hjson --dry`.
     example: str = ""
+    # Under torchrun: True when every process takes part (x-train, x-eval, x-pred); otherwise the command
+    # runs on rank 0 while the other processes wait (xdpx.cli.run_command).
+    every_rank: bool = False
 
     def options(self) -> list[Any]:
         raise NotImplementedError

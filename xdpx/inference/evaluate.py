@@ -103,6 +103,7 @@ class EvalCommand(Command):
     name = "x-eval"
     example = "x-eval examples/reviews/eval_test.hjson"
     group = "eval"
+    every_rank = True
 
     def options(self) -> list[Any]:
         return LOAD_OPTIONS + RAW_DATA_OPTIONS + EVAL_OPTIONS
@@ -125,19 +126,23 @@ class EvalCommand(Command):
 def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]]) -> list[dict[str, Any]]:
     from xdpx.inference.loading import load_model
     from xdpx.inference.scoring import evaluate
+    from xdpx.train import distributed
     from xdpx.train.logs import format_value
 
+    context = distributed.current()  # under torchrun each process scores its share of the batches
     loaded = load_model(args, run_args)
     rows = []
     for name, subset in subsets:
         data = read_subset(loaded, args, subset)
         metrics = evaluate(loaded.task, loaded.model, loaded.processor, data, loaded.batch_size, loaded.autocast,
-                           loaded.to_device, args.max_eval_steps)
+                           loaded.to_device, args.max_eval_steps, context=context)
         shown = " | ".join(f"{k} {format_value(v)}" for k, v in metrics.items())
-        print(f"x-eval {name} ({len(data)} samples): {shown}", flush=True)
+        if context.is_main:
+            print(f"x-eval {name} ({len(data)} samples): {shown}", flush=True)
         rows.append({"checkpoint": loaded.checkpoint or "(initial)", "subset": name, "samples": len(data),
                      **metrics})
-    if args.save_to_file:
+    if args.save_to_file and context.is_main:
         save_rows(args.save_to_file, rows, args.save_mode)
         print(f"saved to {args.save_to_file}")
+    distributed.barrier(context)  # the file is written before any process goes on to the next command
     return rows

@@ -149,6 +149,8 @@ def load_weights_into(model: Any, path: str, strict: bool, say: Any = print) -> 
 
 def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> LoadedModel:
     """Build the run's task, model and processor and load the weights ``args`` select."""
+    import os
+
     import torch
 
     from xdpx.train.precision import autocast
@@ -157,7 +159,8 @@ def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> Lo
     run_args = run_args if run_args is not None else run_options(args)
     if args.cuda and not torch.cuda.is_available():
         raise UserError("cuda: true but no GPU is available (torch.cuda.is_available() is False): set cuda: false")
-    device = torch.device("cuda") if args.cuda else torch.device("cpu")
+    # under torchrun each process uses its own GPU (LOCAL_RANK)
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if args.cuda else torch.device("cpu")
 
     def component(key: str) -> Any:
         return run_args.option(key).registry.get(run_args.get(key))

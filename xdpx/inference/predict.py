@@ -108,6 +108,7 @@ class PredictCommand(Command):
     name = "x-pred"
     example = "x-pred - <<< '{save_dir: outputs/runs/reviews_cnn, predict_file_map: {new.txt: new.pred.tsv}}'"
     group = "pred"
+    every_rank = True
 
     def options(self) -> list[Any]:
         return LOAD_OPTIONS + RAW_DATA_OPTIONS + PRED_OPTIONS
@@ -137,7 +138,9 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
     from xdpx.inference.loading import load_model
     from xdpx.inference.outputs import PredictionFormat, origin_names
     from xdpx.inference.scoring import predict_logits
+    from xdpx.train import distributed
 
+    context = distributed.current()  # under torchrun each process predicts its share; rank 0 writes
     loaded = load_model(args, run_args)
     processor = loaded.processor
     labels = processor.target_map.labels if processor.target_map is not None else None
@@ -158,7 +161,7 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
 
             def origin(width: int, labelled: bool, table: Any = source.column_names) -> list[str]:
                 return origin_names(width, loader, labelled, table)
-        writer = Writer(output, args, fmt, origin)
+        writer = Writer(output, args, fmt, origin) if context.is_main else None
         skipped = 0
         try:
             for encoded in chunks:
@@ -166,12 +169,16 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
                 for key in (k for k in encoded.stats if k.startswith("example: ")):
                     print(f"skipped {key[len('example: '):]}")
                 logits = predict_logits(loaded.task, loaded.model, processor, encoded.samples, loaded.batch_size,
-                                        loaded.autocast, loaded.to_device)
-                writer.write(encoded, logits.numpy())
+                                        loaded.autocast, loaded.to_device, context)
+                if writer is not None:
+                    writer.write(encoded, logits.numpy())
         except BaseException:
-            if writer.file is not None:
+            if writer is not None and writer.file is not None:
                 writer.file.discard()  # an output cut short is never published
             raise
+        distributed.barrier(context)
+        if writer is None:
+            continue
         writer.close()
         seconds = time.perf_counter() - started
         print(f"x-pred {name} -> {output}: {writer.count} predictions in {seconds:.1f}s "

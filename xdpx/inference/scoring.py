@@ -27,46 +27,89 @@ def length_order(sizes: Any) -> np.ndarray:
 
 def evaluate(task: Any, model: torch.nn.Module, processor: Any, data: Any, batch_size: int, autocast: Any,
              to_device: Callable[[dict[str, Any]], dict[str, Any]] = _identity,
-             max_steps: int | None = None) -> dict[str, float]:
+             max_steps: int | None = None, context: Any = None) -> dict[str, float]:
     """``{'loss': ..., metric: ...}`` of ``model`` on ``data`` (``len``, ``[i]``, ``sizes``; labelled).
 
     Sets ``model.eval()``; the caller restores training mode if it needs it. ``max_steps`` stops after
-    that many batches (of the length-sorted order, so the shortest samples).
+    that many batches (of the length-sorted order, so the shortest samples). With a distributed
+    ``context`` (xdpx.train.distributed.Context) each rank scores every world_size-th batch of the same
+    batches one process would make (no sample twice, no padding), the outputs are gathered in batch
+    order and every rank returns the one-process numbers.
     """
     model.eval()
-    loss_sum, sample_size, logits, targets = 0.0, 0, [], []
     order = length_order(data.sizes)
-    for step, start in enumerate(range(0, len(order), batch_size)):
-        if max_steps is not None and step >= max_steps:
-            break
-        batch = processor.collate([data[int(j)] for j in order[start: start + batch_size]])
-        with autocast:
-            _loss, size, logs = task.valid_step(model, to_device(batch))
-        loss_sum += float(logs["loss"])
+    starts = list(range(0, len(order), batch_size))[:max_steps]
+    rank, world_size = (context.rank, context.world_size) if context is not None else (0, 1)
+
+    def score_share() -> list[tuple[int, float, int, torch.Tensor, torch.Tensor]]:
+        outputs = []
+        for number in range(rank, len(starts), world_size):
+            start = starts[number]
+            batch = processor.collate([data[int(j)] for j in order[start: start + batch_size]])
+            with autocast:
+                _loss, size, logs = task.valid_step(model, to_device(batch))
+            outputs.append((number, float(logs["loss"]), size, logs["logits"].float().cpu(), logs["target"].cpu()))
+        return outputs
+
+    outputs = gather_shares(score_share, context)
+    loss_sum, sample_size = 0.0, 0
+    for _, loss, size, _, _ in outputs:  # summed in batch order: the same float sum as one process
+        loss_sum += loss
         sample_size += size
-        logits.append(logs["logits"].float().cpu())
-        targets.append(logs["target"].cpu())
     metrics = {"loss": loss_sum / max(sample_size, 1)}
-    metrics.update(task.compute_metrics(torch.cat(logits), torch.cat(targets)))
+    metrics.update(task.compute_metrics(torch.cat([o[3] for o in outputs]), torch.cat([o[4] for o in outputs])))
     return metrics
+
+
+def gather_shares(score_share: Callable[[], list[tuple]], context: Any) -> list[tuple]:
+    """Every rank's ``score_share()`` rows ``(batch number, ...)``, gathered and sorted by batch number.
+
+    Out-of-memory on any rank is raised on every rank (after the gather, so no rank is left waiting),
+    which lets auto_ga halve the batch everywhere and start the evaluation again together.
+    """
+    if context is None or not context.distributed:
+        return score_share()
+    from xdpx.train import distributed
+    from xdpx.train.loop import is_out_of_memory
+
+    try:
+        mine: Any = score_share()
+    except Exception as error:
+        if not is_out_of_memory(error):
+            raise
+        mine = f"out of memory on rank {context.rank}: {error}"
+    shares = distributed.all_gather_objects(mine, context)
+    failed = [s for s in shares if isinstance(s, str)]
+    if failed:
+        raise torch.OutOfMemoryError(failed[0])
+    return sorted((row for share in shares for row in share), key=lambda row: row[0])
 
 
 def predict_logits(task: Any, model: torch.nn.Module, processor: Any, samples: Sequence[dict[str, Any]],
                    batch_size: int, autocast: Any,
-                   to_device: Callable[[dict[str, Any]], dict[str, Any]] = _identity) -> torch.Tensor:
-    """Logits (float32, on the CPU) of ``samples`` in their given order, computed in length-sorted batches."""
+                   to_device: Callable[[dict[str, Any]], dict[str, Any]] = _identity,
+                   context: Any = None) -> torch.Tensor:
+    """Logits (float32, on the CPU) of ``samples`` in their given order, computed in length-sorted batches
+    (with a distributed ``context``: each rank computes every world_size-th batch; every rank returns all)."""
     if not samples:
         return torch.zeros(0)
     fields = processor.fields
     order = length_order([sum(len(s[f]) for f in fields) for s in samples])
-    outputs = []
-    model.eval()
-    with torch.inference_mode():  # no autograd bookkeeping at all: the outputs only become numbers
-        for start in range(0, len(order), batch_size):
-            batch = processor.collate([samples[int(j)] for j in order[start: start + batch_size]])
-            with autocast:
-                outputs.append(task.inference_step(model, to_device(batch)).float().cpu())
-    sorted_logits = torch.cat(outputs)
+    starts = range(0, len(order), batch_size)
+    rank, world_size = (context.rank, context.world_size) if context is not None else (0, 1)
+
+    def predict_share() -> list[tuple[int, torch.Tensor]]:
+        outputs = []
+        model.eval()
+        with torch.inference_mode():  # no autograd bookkeeping at all: the outputs only become numbers
+            for number in range(rank, len(starts), world_size):
+                start = starts[number]
+                batch = processor.collate([samples[int(j)] for j in order[start: start + batch_size]])
+                with autocast:
+                    outputs.append((number, task.inference_step(model, to_device(batch)).float().cpu()))
+        return outputs
+
+    sorted_logits = torch.cat([logits for _, logits in gather_shares(predict_share, context)])
     logits = torch.empty_like(sorted_logits)
     logits[torch.from_numpy(order)] = sorted_logits
     return logits

@@ -108,7 +108,8 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
     sizes = args.get("data_size") or {}
     if train_splits and all(s in sizes for s in train_splits):
         train_size = sum(sizes[s] for s in train_splits)
-        effective = args.batch_size * args.update_freq * world_size()
+        effective = args.batch_size * args.update_freq * (world_size() if "WORLD_SIZE" in os.environ
+                                                          else args.get("distributed_world_size") or 1)
         if train_size == 0:
             problems.append(f"{args.source('train_subset')}: the training split(s) {train_splits} are empty")
         elif effective > train_size and not args.lazy_load:

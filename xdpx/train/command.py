@@ -20,6 +20,7 @@ class TrainCommand(Command):
     example = "x-train examples/reviews/train_cnn.hjson"
     group = "train"
     output_key = "save_dir"
+    every_rank = True
 
     def options(self) -> list[Any]:
         from xdpx.data.meta import META_OPTIONS
@@ -30,13 +31,25 @@ class TrainCommand(Command):
     def run(self, args: Args, dry: bool = False) -> None:
         from xdpx.config.errors import ConfigError
         from xdpx.train.checks import preflight
+        from xdpx.train.launch import launch, launch_problems, processes_to_start
+        from xdpx.train.legacy_options import legacy_notes
+        from xdpx.utils.distributed_utils import is_master
 
-        problems, notes = preflight(args)
+        # Under torchrun only rank 0 checks the files: another rank listing save_dir while rank 0 probes it
+        # for writing could see the probe. A failed check on rank 0 ends the job for all.
+        problems, notes = preflight(args) if is_master() or dry else ([], [])
+        problems += launch_problems(args)
         if problems:
             raise ConfigError(problems)
+        for note in legacy_notes(args) if is_master() else []:
+            print(f"note: {note}")
         if dry:
             for note in notes:
                 print(f"# {note}")
+            return
+        nproc = processes_to_start(args)
+        if nproc > 1:  # several GPUs (or distributed_world_size) and no launcher: start the processes
+            launch(args, nproc)
             return
         from xdpx.train.loop import train
 

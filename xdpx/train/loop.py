@@ -169,8 +169,9 @@ class Trainer:
             from xdpx.viz.tensorboard import TensorBoardMirror
 
             self.tensorboard = TensorBoardMirror(self.save_dir, purge_step=self.num_updates + 1 if state else None)
+        self.bmuf = distributed.block_sync(a, self.module, self.optimizer, ctx, state)  # use_bmuf, else None
         self.model = self.module
-        if ctx.distributed:
+        if ctx.distributed and self.bmuf is None:
             self.model = torch.nn.parallel.DistributedDataParallel(
                 self.module, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
 
@@ -272,30 +273,46 @@ class Trainer:
         loss_scale = self.scaler.scale if self.scaler else 1.0
         loss_total = torch.zeros((), dtype=torch.float64)
         sample_size = nsamples = 0
-        for i, indices in enumerate(chunks):
-            t0 = time.perf_counter()
-            batch = self._to_device(self.processor.collate([dataset[int(j)] for j in indices]))
-            t1 = time.perf_counter()
-            last = i == len(chunks) - 1
-            with model.no_sync() if ctx.distributed and not last else contextlib.nullcontext():
-                with self.autocast, summary_mode(TRAIN):
-                    loss, size, logs = self.task.train_step(model, batch)
-                if stand_in:  # a rank without samples in a short last group still joins the sync
-                    loss, size, logs = loss * 0.0, 0, {**logs, "loss": logs["loss"] * 0.0, "nsamples": 0}
-                (loss * loss_scale).backward()
-            loss_total += logs["loss"].detach().double().cpu()
-            sample_size += size
-            nsamples += logs["nsamples"]
-            self.time["data"] += t1 - t0
-            self.time["compute"] += time.perf_counter() - t1
+        # auto_ga with several processes: gradients are synced only once every rank's backward succeeded,
+        # so that an out-of-memory on one rank reaches all of them before any gradient sync
+        sync_late = ctx.distributed and self.args.auto_ga
+        ddp = model is not self.module  # with BMUF each process trains its own copy (no gradient sync)
+        out_of_memory = 0.0
+        try:
+            for i, indices in enumerate(chunks):
+                t0 = time.perf_counter()
+                batch = self._to_device(self.processor.collate([dataset[int(j)] for j in indices]))
+                t1 = time.perf_counter()
+                last = i == len(chunks) - 1
+                with model.no_sync() if ddp and (sync_late or not last) else contextlib.nullcontext():
+                    with self.autocast, summary_mode(TRAIN):
+                        loss, size, logs = self.task.train_step(model, batch)
+                    if stand_in:  # a rank without samples in a short last group still joins the sync
+                        loss, size, logs = loss * 0.0, 0, {**logs, "loss": logs["loss"] * 0.0, "nsamples": 0}
+                    (loss * loss_scale).backward()
+                loss_total += logs["loss"].detach().double().cpu()
+                sample_size += size
+                nsamples += logs["nsamples"]
+                self.time["data"] += t1 - t0
+                self.time["compute"] += time.perf_counter() - t1
+        except Exception as error:
+            if not (sync_late and is_out_of_memory(error)):
+                raise
+            out_of_memory = 1.0
 
         t2 = time.perf_counter()
-        # normalise by the real sample count of the whole update (all micro-batches, all ranks)
-        loss_sum, sample_size, nsamples = distributed.all_reduce_sum(
-            [float(loss_total), float(sample_size), float(nsamples)], ctx)
+        # normalise by the real sample count of the whole update (all micro-batches, all ranks; BMUF: this rank's)
+        normaliser = sample_size * loss_scale if self.bmuf is not None else None
+        loss_sum, sample_size, nsamples, out_of_memory = distributed.all_reduce_sum(
+            [float(loss_total), float(sample_size), float(nsamples), out_of_memory], ctx)
+        if out_of_memory:  # every rank raises it: auto_ga halves the batch everywhere and redoes the update
+            raise torch.OutOfMemoryError(f"out of memory on {out_of_memory:.0f} of {ctx.world_size} processes")
+        if sync_late and ddp:
+            distributed.all_reduce_gradients([p for p in self.module.parameters() if p.requires_grad], ctx)
         params = [p for p in self.module.parameters() if p.grad is not None]
         if sample_size > 0:
-            torch._foreach_mul_([p.grad for p in params], ctx.world_size / (sample_size * loss_scale))
+            factor = 1 / normaliser if normaliser else ctx.world_size / (sample_size * loss_scale)
+            torch._foreach_mul_([p.grad for p in params], factor)
         if self.args.inspect_gradient and (self.eval_schedule.due(self.num_updates + 1)
                                            or self.num_updates + 1 >= self.total_updates):
             from xdpx.debug.gradients import gradient_stats
@@ -322,6 +339,8 @@ class Trainer:
             self.scaler.update(overflow=False)
         lr = self.scheduler.step_update(self.optimizer, self.num_updates)
         self.optimizer.step()
+        if self.bmuf is not None:
+            self.bmuf.after_update(self.num_updates + 1)
         self.time["compute"] += time.perf_counter() - t2
         return {"loss": loss_sum, "sample_size": sample_size, "nsamples": int(nsamples), "grad_norm": grad_norm,
                 "clipped": float(clip > 0 and grad_norm > clip), "lr": lr}
@@ -397,8 +416,9 @@ class Trainer:
 
     # ---- evaluation and saving ---------------------------------------------------------------------
     def evaluate(self) -> dict[str, float]:
-        """Loss and metrics on valid_subset (every rank evaluates the whole split: no communication).
-        With auto_ga, out-of-memory halves the evaluation batch and starts the evaluation again."""
+        """Loss and metrics on valid_subset (with several processes each scores its share of the batches
+        and the outputs are gathered: every rank gets the one-process numbers). With auto_ga,
+        out-of-memory halves the evaluation batch and starts the evaluation again."""
         while True:
             try:
                 return self._evaluate(self.valid_batch_size)
@@ -413,12 +433,14 @@ class Trainer:
         from xdpx.inference.scoring import evaluate
 
         metrics = evaluate(self.task, self.module, self.processor, self.valid_data, batch_size, self.autocast,
-                           self._to_device)
+                           self._to_device, context=self.context)
         self.module.train()
         return metrics
 
     def _evaluate_and_save(self, final: bool = False) -> None:
         a, step = self.args, self.num_updates
+        if self.bmuf is not None:  # a block boundary: every process evaluates and saves the same model
+            self.bmuf.sync(step)
         metrics = None
         if self.valid_data is not None:
             summaries.begin_evaluation()
@@ -509,6 +531,7 @@ class Trainer:
                          "time": dict(self.time)},
             "early_stopping": self.early_stopping.state_dict(),
             "save_policy": self.save_policy.state_dict(),
+            "bmuf": self.bmuf.state_dict() if self.bmuf is not None else None,
             "logs": {"train_rows": self.train_log.rows, "valid_rows": self.valid_log.rows,
                      "log_meter": dict(self.log_meter.sums), "eval_meter": dict(self.eval_meter.sums),
                      "train_columns": list(self.train_log.columns or []),

@@ -9,6 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from xdpx.config.options import Option, Rule, exclusive
+from xdpx.optim.bmuf import BMUF_OPTIONS
+from xdpx.train.launch import LAUNCH_OPTIONS
+from xdpx.train.legacy_options import LEGACY_FP16_OPTIONS
 
 
 def _positive(value: Any) -> bool:
@@ -73,9 +76,16 @@ TRAIN_OPTIONS: list[Any] = [
     Option("learning_rate", float, validate=_positive, validate_msg="must be > 0", doc="peak learning rate"),
     Option("clip_norm", float | None, default=5.0, doc="gradient norm clipping; 0 or null disables clipping"),
     Option("cpu", bool, default=False, doc="train on the CPU even when a GPU is available (addition)"),
+    *LAUNCH_OPTIONS,
+    Option("use_bmuf", bool, default=False,
+           doc="with several processes, train with BMUF (blockwise model-update filtering) instead of syncing "
+               "gradients at every update: each process trains its own copy for global_sync_iter updates, then "
+               "the copies are merged with block momentum (xdpx/optim/bmuf.py); no effect with one process",
+           children={True: BMUF_OPTIONS}),
     Option("fp16", bool, default=False, doc="fp16 mixed precision with dynamic loss scaling (CUDA)",
            children={True: FP16_OPTIONS}),
     Option("bf16", bool, default=False, doc="bf16 autocast (CUDA, or CPU); no loss scaling needed"),
+    *LEGACY_FP16_OPTIONS,
     # logging and evaluation
     Option("log_interval", int, default=10, validate=_positive, validate_msg="must be > 0",
            doc="updates between rows of train.log.tsv"),
@@ -86,7 +96,8 @@ TRAIN_OPTIONS: list[Any] = [
     Option("eval_interval_warmup", int, default=0,
            doc="before this update, evaluate (and maybe save) eval_interval_warmup_multiplier times less often"),
     Option("eval_interval_warmup_multiplier", int, default=6, validate=_positive, validate_msg="must be > 0",
-           doc="see eval_interval_warmup"),
+           aliases=("eval_interval_warmup_mutiplier",),
+           doc="see eval_interval_warmup (the manual's spelling eval_interval_warmup_mutiplier is accepted)"),
     Option("valid_subset", str | None, default="dev", doc="the split to evaluate on (null: no evaluation)"),
     # plots and debugging aids (docs/viz.md)
     Option("viz", bool, default=True,
@@ -128,6 +139,8 @@ TRAIN_OPTIONS: list[Any] = [
     Rule(lambda a: not (a.tensorboard and "://" in str(a.save_dir)),
          "tensorboard: true writes event files to a local save_dir only", keys=("tensorboard", "save_dir")),
     exclusive("fp16", "bf16"),
+    Rule(lambda a: not (a.fp16 and a.use_bmuf), "use_bmuf: fp16 loss scaling would skip updates on some processes "
+         "only; use bf16 with BMUF", keys=("fp16", "use_bmuf")),
     Rule(lambda a: a.max_epoch is not None or a.max_update is not None,
          "set max_epoch or max_update (or both: the smaller wins)", keys=("max_epoch", "max_update")),
     Rule(lambda a: not (a.save_above_score is not None and a.valid_subset is None),

@@ -3,6 +3,7 @@ batch size, NaN output after some forward calls, huge logits that overflow in fp
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ class FaultyCNN(TextCNN):
     options = [
         *TextCNN.options,
         Option("oom_above_batch", int, default=None, doc="raise torch.OutOfMemoryError for larger batches"),
+        Option("oom_rank", int, default=None, doc="only this process (RANK) runs out of memory; null: every one"),
         Option("nan_after_calls", int, default=None, doc="training forward calls before the output is NaN"),
         Option("logit_gain", float, default=1.0, doc="multiplies the logits (1e6 overflows fp16)"),
     ]
@@ -26,11 +28,12 @@ class FaultyCNN(TextCNN):
     def __init__(self, args: Any) -> None:
         super().__init__(args)
         self.oom_above_batch, self.nan_after_calls = args.oom_above_batch, args.nan_after_calls
+        self.oom_here = args.oom_rank is None or args.oom_rank == int(os.environ.get("RANK", "0"))
         self.logit_gain = args.logit_gain
         self.calls = 0
 
     def forward(self, tokens: torch.Tensor, **kw: Any) -> torch.Tensor:
-        if self.oom_above_batch is not None and tokens.size(0) > self.oom_above_batch:
+        if self.oom_above_batch is not None and tokens.size(0) > self.oom_above_batch and self.oom_here:
             raise torch.OutOfMemoryError(f"injected: batch of {tokens.size(0)} > {self.oom_above_batch}")
         out = super().forward(tokens, **kw) * self.logit_gain
         if self.training:

@@ -1,0 +1,117 @@
+"""x-train starts its own processes on a machine with several GPUs (no torchrun to type).
+
+With ``distributed_world_size`` (default: one per visible GPU) above 1 and no launcher around it, x-train
+starts that many processes through torch's own launcher API (``torch.distributed.launcher.api``, what
+torchrun runs: a c10d rendezvous on 127.0.0.1, RANK / WORLD_SIZE / LOCAL_RANK set for each process) and
+waits for them. Each process resolves the run's config again (the explicit values and their sources,
+which are plain data) and runs x-train as it would under torchrun. Under torchrun or Slurm the launcher
+has already decided and this module does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from typing import Any
+
+from xdpx.config.options import Option
+
+LAUNCH_OPTIONS: list[Any] = [
+    Option("distributed_world_size", int, default=None, validate=lambda n: n > 0, validate_msg="must be > 0",
+           doc="processes (devices) to train with on this machine when x-train is started without a launcher: "
+               "x-train starts them itself (torch's elastic launcher; one GPU each, or gloo on the CPU). "
+               "null: one per visible GPU (limit them with CUDA_VISIBLE_DEVICES), one without GPUs or with "
+               "cpu: true. Under torchrun or Slurm the launcher decides; a different explicit value is an error"),
+]
+
+
+def launcher_world_size() -> int | None:
+    """WORLD_SIZE when a launcher (torchrun, x-train itself) started this process."""
+    value = os.environ.get("WORLD_SIZE")
+    return int(value) if value else None
+
+
+def launch_problems(args: Any) -> list[str]:
+    started = launcher_world_size()
+    wanted = args.get("distributed_world_size")
+    if started is not None and wanted is not None and wanted != started:
+        return [f"{args.source('distributed_world_size')}: key 'distributed_world_size': {wanted}, but the launcher "
+                f"started {started} processes: remove the key or make them agree"]
+    return []
+
+
+def processes_to_start(args: Any) -> int:
+    """How many processes x-train starts itself: 1 under a launcher (it already started them)."""
+    if launcher_world_size() is not None:
+        return 1
+    wanted = args.get("distributed_world_size")
+    if wanted is not None:
+        return wanted
+    if args.cpu:
+        return 1
+    import torch
+
+    return max(1, torch.cuda.device_count())
+
+
+def launch(args: Any, nproc: int) -> None:
+    """Run x-train with ``args`` in ``nproc`` local processes; raises UserError when one fails."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    from xdpx.cli import UserError
+
+    explicit = {name: value for name, value in args.items() if name in args._explicit}
+    sources = {name: args.source(name) for name in explicit}
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=uuid.uuid4().hex,
+                          rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", max_restarts=0, monitor_interval=0.1,
+                          start_method="spawn")
+    # as torchrun does, split the CPU threads between the processes unless the user chose (the processes
+    # inherit this environment; this process keeps its own)
+    chosen = os.environ.get("OMP_NUM_THREADS")
+    threads = chosen or str(max(1, (os.cpu_count() or 1) // nproc))
+    print(f"x-train: starting {nproc} processes (distributed_world_size; {threads} CPU thread(s) each)", flush=True)
+    os.environ["OMP_NUM_THREADS"] = threads
+    # the elastic agent installs its own signal handlers in this process; a chain goes on without them
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
+    try:
+        elastic_launch(config, _worker)(explicit, sources)
+    except ChildFailedError as error:
+        rank, failure = min(error.failures.items(), key=lambda item: item[0]) if error.failures else (None, None)
+        detail = f"rank {rank} exited with code {failure.exitcode}" if failure else str(error)
+        raise UserError(f"x-train with {nproc} processes failed: {detail} (its error is printed above); "
+                        "fix it and run again, with resume: true to continue from the last saved state") from None
+    except SignalException as error:  # the processes were stopped (Ctrl-C, a scheduler's SIGTERM)
+        raise UserError(f"x-train with {nproc} processes was stopped by signal {error.sigval}; continue it with "
+                        "resume: true") from None
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        if chosen is None:
+            del os.environ["OMP_NUM_THREADS"]
+
+
+def _worker(explicit: dict[str, Any], sources: dict[str, str]) -> None:
+    """One process of :func:`launch`: resolve the run again and train (a failure exits non-zero)."""
+    import sys
+
+    from xdpx.cli import EXIT_CONFIG, EXIT_FAILED, UserError
+    from xdpx.command import COMMON_OPTIONS, get_command
+    from xdpx.config.errors import ConfigError
+    from xdpx.config.options import resolve
+    from xdpx.registry import load_user_dir
+
+    if explicit.get("user_dir"):
+        load_user_dir(explicit["user_dir"])
+    command = get_command("x-train")
+    try:
+        args = resolve(explicit, COMMON_OPTIONS + command.options(), command.group, sources=sources)
+        command.run(args)
+    except ConfigError as e:
+        print(f"x-train: error: {e}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    except UserError as e:
+        print(f"x-train: error: {e}", file=sys.stderr)
+        sys.exit(EXIT_FAILED)
