@@ -32,19 +32,31 @@ def _cell(value: Any) -> str:
     return str(value).replace("\t", " ").replace("\n", " ")
 
 
+def retries(trials: list[Any]) -> dict[int, int]:
+    """{number of an interrupted trial: number of the trial that ran it again}."""
+    from xdpx.tune.study import RETRY_HISTORY
+
+    return {number: t.number for t in trials for number in t.system_attrs.get(RETRY_HISTORY, [])[-1:]}
+
+
 def results_table(plan: TunePlan, trials: list[Any]) -> list[list[str]]:
     """trial, state, the sampled values, best score and step, last step, save_dir, error (header first)."""
     names = [p.name for p in plan.params]
+    retried_as = retries(trials)
     metric = plan.base_args.major_metric
     header = ["trial", "state", *names, f"best_{metric}", "best_step", "last_step", "save_dir", "error"]
     rows = [header]
     for t in trials:
         values = plan.trial_values(t.params)
         last = max(t.intermediate_values, default=None)
+        error = t.user_attrs.get(ERROR_ATTR)
+        if t.state.name == "FAIL" and not error:
+            error = "interrupted: its x-tune process stopped (no heartbeat)" + (
+                f"; run again as trial {retried_as[t.number]}" if t.number in retried_as else "")
         rows.append([str(t.number), t.state.name.lower(), *(_cell(values.get(n)) for n in names),
                      _cell(t.user_attrs.get("best_score")), _cell(t.user_attrs.get("best_step")), _cell(last),
                      _cell(t.user_attrs.get("save_dir") or trial_dir(plan.args.save_dir, t.number)),
-                     _cell(t.user_attrs.get(ERROR_ATTR))])
+                     _cell(error)])
     return rows
 
 
