@@ -75,8 +75,8 @@ def describe_plan(plan: Any) -> str:
         lines.append(f"#   assessments at updates {rungs}: at each, a trial goes on when it is in the best 1/{factor} "
                      f"of the trials assessed there so far (reduction factor {factor})")
         if a.pruner == "hyperband":
-            lines.append(f"#   hyperband: {len(rungs)} brackets; bracket b starts assessing at update {rungs[0]} x "
-                         f"{factor}^b (the last bracket runs its trials to the end)")
+            lines.append(f"#   hyperband: {len(rungs)} brackets (trials are spread over them); bracket b assesses "
+                         f"at the rungs from update {rungs[0]} x {factor}^b on")
         else:
             for k, step in enumerate(rungs):
                 lines.append(f"#   about {max(1, a.max_trials // factor ** (k + 1))} of {a.max_trials} trials go "
