@@ -106,7 +106,7 @@ def build_pruner(spec: dict[str, Any]) -> Any:
     if kind == "percentile":
         # the manual's culling: from assess_start_step, every assess_interval, keep cull_keep_ratio
         return PercentilePruner(100 * spec["keep"], n_startup_trials=spec["min_ref"],
-                                n_warmup_steps=spec["min_resource"] - 1, interval_steps=spec["interval"])
+                                n_warmup_steps=spec["min_resource"], interval_steps=spec["interval"])
     factor = reduction_factor(spec["keep"])
     if kind == "hyperband":
         inner: Any = HyperbandPruner(min_resource=spec["min_resource"],
