@@ -560,7 +560,8 @@ class Trainer:
             elif a.overwrite and io.exists(save_dir):
                 io.rmtree(save_dir)
             io.makedirs(save_dir)
-            for name in io.listdir(save_dir):  # temp files of writes cut short by a kill
+            # temp files of writes cut short by a kill (a new object-store folder has no entries to list yet)
+            for name in io.listdir(save_dir) if io.isdir(save_dir) else []:
                 if name.startswith(".") and name.endswith(".tmp"):
                     io.remove(io.join(save_dir, name))
         if ctx.distributed:  # every rank writes to the folder rank 0 chose

@@ -182,9 +182,9 @@ class StudyRunner:
             tail.append(line.rstrip("\n"))
             lines.append(line)
         code = process.wait()
-        if io.isdir(folder):
-            with io.open(io.join(folder, CONSOLE_FILE), "w") as f:
-                f.write("".join(lines))
+        io.makedirs(folder)  # also when x-train refused the config: console.txt says why
+        with io.open(io.join(folder, CONSOLE_FILE), "w") as f:
+            f.write("".join(lines))
         return code, list(tail)
 
     def eval_deviation(self) -> int:
