@@ -12,6 +12,12 @@ Printed per study: best dev accuracy, training updates spent (the sum over trial
 stopped at: pruned trials stop at an assessment), their share of the exhaustive study's, trials
 complete / pruned, and wall time. Goal (docs/tune.md): HyperBand's best within 0.5 points of the
 exhaustive best at <= 40% of its updates. A JSON line with every figure ends the output.
+
+    python bench/bench_tune.py --replay outputs/bench_tune/exhaustive_p2/study
+
+replays other pruner settings on the recorded curves of an exhaustive study (no training): the trials
+in order, one at a time, each reporting its logged evaluations to the same Optuna pruner x-tune builds
+until it says prune. Training is deterministic, so this is what a parallel_runs 1 study would do.
 """
 
 from __future__ import annotations
@@ -65,6 +71,44 @@ def summarize(study: str) -> dict:
             "trials": {r["trial"]: (r["state"], r["best_accuracy"], r["last_step"]) for r in rows}}
 
 
+def replay(study: str, trials: int, settings: list[tuple[str, float, int]]) -> None:
+    import optuna
+
+    sys.path.insert(0, ROOT)
+    from xdpx.tune.study import build_pruner
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    curves = []
+    for n in range(trials):
+        with open(os.path.join(study, f"trial_{n}", "valid.log.tsv")) as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+        curves.append([(int(r["samples"]), float(r["accuracy"])) for r in rows])
+    update_size = 64
+    full = sum(round(c[-1][0] / update_size) for c in curves)
+    print("| pruner | cull_keep_ratio | assess_start_step | best dev accuracy | updates | share of exhaustive |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for kind, keep, start in settings:
+        spec = {"kind": kind, "min_resource": start, "interval": 50, "max_resource": 440, "keep": keep, "min_ref": 1}
+        replayed = optuna.create_study(study_name="x-tune", direction="maximize", pruner=build_pruner(spec))
+        spent, best = 0, 0.0
+        for curve in curves:
+            trial, stopped, trial_best = replayed.ask(), False, 0.0
+            for samples, value in curve:
+                step = round(samples / update_size)
+                trial_best = max(trial_best, value)
+                trial.report(value, step)
+                if trial.should_prune():
+                    stopped = True
+                    break
+            spent += step
+            if stopped:
+                replayed.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            else:
+                replayed.tell(trial, trial_best)
+                best = max(best, trial_best)
+        print(f"| {kind} | {keep} | {start} | {best:.4f} | {spent} | {spent / full:.0%} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=8)
@@ -73,7 +117,11 @@ def main() -> None:
                         help="studies as pruner:parallel_runs (exhaustive = pruner none)")
     parser.add_argument("--data-dir", default=os.path.join(ROOT, "outputs", "data", "reviews_char"))
     parser.add_argument("--out", default=os.path.join(ROOT, "outputs", "bench_tune"))
+    parser.add_argument("--replay", default=None, help="an exhaustive study folder: replay pruner settings on it")
     a = parser.parse_args()
+    if a.replay:
+        return replay(a.replay, a.trials, [(kind, keep, start) for kind in ("hyperband", "successive_halving")
+                                           for keep in (0.5, 0.34, 0.25) for start in (50, 100)])
     if not os.path.exists(os.path.join(a.data_dir, "meta.hjson")):
         raise SystemExit(f"{a.data_dir} holds no x-prepro output: run python examples/prepare_data.py && "
                          "x-prepro examples/prepro/reviews_char.hjson")
