@@ -85,10 +85,9 @@ def describe_plan(plan: Any) -> str:
         lines.append(f"#   assessments at updates {rungs[:8]}{' ...' if len(rungs) > 8 else ''}: a trial below the "
                      f"best {a.cull_keep_ratio:.0%} at that step stops")
     lines.append(f"#   no trial is pruned before {a.min_ref} trial(s) ran to the end (min_ref)")
-    from xdpx.tune.study import storage_url
+    from xdpx.tune.study import redact_url, storage_url
 
-    lines.append(f"# storage: {storage_url(a.storage, a.save_dir) if not a.storage else 'storage (from tune.hjson)'}, "
-                 f"study {a.study_name!r}")
+    lines.append(f"# storage: {redact_url(storage_url(a.storage, a.save_dir))}, study {a.study_name!r}")
     return "\n".join(lines)
 
 

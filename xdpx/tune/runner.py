@@ -194,10 +194,8 @@ class StudyRunner:
     def _finish(self, trial: Any, state: Any, value: float | None = None, error: str | None = None) -> None:
         if error is not None:
             trial.set_user_attr(ERROR_ATTR, error)
-        study = self.study()
-        study.tell(trial.number, value, state=state) if value is not None else study.tell(trial.number, state=state)
-        shown = f"{state.name.lower()}" + (f", best {value:.4g}" if value is not None else "") + \
-            (f": {error}" if error else "")
+        self.study().tell(trial.number, value, state=state)  # value: None unless complete
+        shown = state.name.lower() + (f", best {value:.4g}" if value is not None else "") + (f": {error}" if error else "")
         self.say(f"trial {trial.number} {shown}")
         if self.on_trial_end is not None:
             with self.lock:
