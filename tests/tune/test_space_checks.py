@@ -90,3 +90,12 @@ def test_config_language_works_in_all_three_files(reviews: Path, tmp_path: Path,
     assert out.count("learning_rate: float in [0.001, 0.02]") == 2 and "dropout: one of [0.0, 0.3]" in out
     assert f"'{tmp_path / 'study_tpe'}'" in out and f"'{tmp_path / 'study_random'}'" in out
     assert "2 runs, all valid" in out
+
+
+def test_x_tune_chains_with_other_commands(reviews: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from xdpx.cli import run_chain
+
+    path = write_study(tmp_path, reviews)
+    assert run_chain(["x-train", str(tmp_path / "train.hjson"), "x-tune", str(path), "--dry"]) == 0
+    out = capsys.readouterr().out
+    assert "# x-train" in out and "# x-tune" in out and "# search space:" in out
