@@ -198,6 +198,10 @@ def x_viz() -> None:
     sys.exit(_chain_entry("x-viz"))
 
 
+def x_tune() -> None:
+    sys.exit(_chain_entry("x-tune"))
+
+
 def x_io() -> None:
     from xdpx.io.cli import main
 

@@ -22,6 +22,7 @@ commands = Registry(
         "xdpx.inference.evaluate",
         "xdpx.inference.predict",
         "xdpx.viz.command",
+        "xdpx.tune.command",
         "xdpx.scripts.export_torchscript",
         "xdpx.scripts.export_onnx",
         "xdpx.scripts.export_hf",

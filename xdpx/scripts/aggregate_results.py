@@ -2,7 +2,7 @@
 
 Every x-train run directory below the roots (several roots may be given); ``-KEYWORD`` keeps the runs
 whose path contains every such keyword. A row holds the run, its major metric, the best score and its
-update, the last update, and the status (done / stopped early / paused / in progress). ``--full`` adds
+update, the last update, and the status (done / stopped early / pruned / paused / in progress). ``--full`` adds
 the training speed and every hyperparameter that differs between the runs, and sorts by score (best
 first, in the metric's direction). Tab-separated on stdout.
 """
@@ -44,6 +44,8 @@ def status(run: Any) -> str:
         return "done"
     if "| stopped: " in last:
         return "stopped early"
+    if "| pruned: " in last:
+        return "pruned"  # an x-tune trial its pruner stopped
     if "| paused: " in last or "paused at update" in last:
         return "paused"
     return "in progress"

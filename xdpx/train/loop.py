@@ -37,6 +37,7 @@ from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
 from xdpx.train.precision import DynamicLossScaler, LossScaleError, autocast, overflowing_parameters
 from xdpx.train.run_dir import check_resumable, outage_message, prepare_run_dir
 from xdpx.train.state import derived_seed, rng_state, seed_everything, seed_step, set_rng_state
+from xdpx.tune.reporter import trial_reporter_from_env
 
 STATE_VERSION = 1
 COPIED_DATA_FILES = ("vocab.txt", "target_map.txt", "tokenizer.json")
@@ -146,6 +147,9 @@ class Trainer:
         self.early_stopping = EarlyStopping(a.tolerance, a.ascending_metric)
         self.save_policy = SavePolicy(a.save, a.save_best_only, a.save_last_only, a.save_above_score,
                                       a.ascending_metric)
+        # an x-tune trial reports each evaluation to its study and stops when pruned (else None)
+        self.trial_reporter = trial_reporter_from_env() if ctx.is_main else None
+        self.pruned = False
         self.train_log = TsvLog(io.join(self.save_dir, "train.log.tsv"), ctx.is_main)
         self.valid_log = TsvLog(io.join(self.save_dir, "valid.log.tsv"), ctx.is_main)
         self.log_meter, self.eval_meter = Meter(), Meter()
@@ -225,7 +229,7 @@ class Trainer:
         self.finished = stop != "pause"
         self._save_state()
         t = self.time
-        log.info(f"{'stopped' if stop == 'early_stop' else 'done' if self.finished else 'paused'}: "
+        log.info(f"{'stopped' if stop == 'early_stop' else stop if stop == 'pruned' else 'done' if self.finished else 'paused'}: "
                  f"{self.num_updates} updates, {self.samples_seen} samples; best {a.major_metric} "
                  f"{self.early_stopping.best_score} at update {self.early_stopping.best_step}; training time "
                  f"{t['total']:.1f}s, of which forward/backward/step {t['compute']:.1f}s, batching {t['data']:.1f}s")
@@ -236,6 +240,8 @@ class Trainer:
             return "done"
         if self.early_stopping.should_stop:
             return "early_stop"
+        if self.pruned:
+            return "pruned"
         if self.args.train_steps is not None and self.num_updates >= self.args.train_steps:
             return "pause"
         return None
@@ -460,6 +466,11 @@ class Trainer:
             shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
             self.log.info(f"eval at update {step} (epoch {self.epoch}) on {a.valid_subset}: {shown}"
                           f"{' (best)' if is_best else ''}")
+            if self.trial_reporter is not None:
+                self.pruned = self.trial_reporter.after_evaluation(
+                    self.samples_seen, score, self.early_stopping.best_score, self.early_stopping.best_step)
+                if self.pruned:
+                    self.log.info(f"x-tune: the pruner stops this trial at update {step}")
         self.eval_meter.reset()
         self.last_eval_step = step
         if self.save_policy.should_save(score, is_best, final):

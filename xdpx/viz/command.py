@@ -26,7 +26,7 @@ FIGURE_FORMATS = ("png", "pdf", "svg", "jpg")
 VIZ_OPTIONS = [
     Option("save_dir", str,
            doc="the run to plot (its plots go to save_dir/plots); a glob pattern (runs/cnn_*) plots each "
-               "matching run against the references"),
+               "matching run against the references; a folder of runs (an x-tune study) plots each run in it"),
     Option("label", str | None, default=None, doc="the run's name in the legends (default: its folder name)"),
     Option("ref_dir", str | list[str] | dict[str, str] | None, default=None,
            doc="reference runs drawn in the same figures, aligned by training samples seen: a path, a list "
@@ -49,12 +49,16 @@ def reference_dirs(ref_dir: Any) -> list[tuple[str | None, str]]:
 
 
 def matching_runs(pattern: str) -> list[str]:
-    """Run directories a save_dir names: the path itself, or every run a glob pattern matches."""
-    from xdpx.viz.runs import is_run_dir
+    """Run directories a save_dir names: the path itself, every run a glob pattern matches, or every run
+    below a folder that is not itself a run (an x-tune study: its trials)."""
+    from xdpx.viz.runs import find_runs, is_run_dir
 
     if any(ch in pattern for ch in "*?["):
         return [p for p in io.glob(pattern.rstrip("/")) if is_run_dir(p)]
-    return [pattern.rstrip("/")]
+    path = pattern.rstrip("/")
+    if not is_run_dir(path) and io.isdir(path):
+        return find_runs(path) or [path]
+    return [path]
 
 
 def plot_run(save_dir: str, label: str | None = None, refs: list[tuple[str | None, str]] | None = None,

@@ -1,0 +1,97 @@
+"""A whole x-tune study on the review sample: real x-train trial processes, pruning, a failing trial,
+the outputs (results.tsv, overview.png, best_config.hjson), save_above_score, x-viz and aggregate_results
+on the study folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tune_helpers import SPACE, load_study, tune, write_json, write_study
+
+from xdpx.cli import run_chain, x_script
+from xdpx.config.writers import read_args
+
+
+@pytest.fixture(scope="module")
+def study(reviews: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 trials, 2 at once; batch_size 512 is larger than the 240 training samples: those trials fail."""
+    root = tmp_path_factory.mktemp("tune_study")
+    space = {**SPACE, "batch_size": {"type": "categorical", "values": [16, 512]}}
+    path = write_study(root, reviews, space=space, save_above_score=0.55, min_ref=0)
+    assert tune(path) == 0
+    return root / "study"
+
+
+def test_results_table_and_trial_runs(study: Path) -> None:
+    import pandas as pd
+
+    table = pd.read_csv(study / "results.tsv", sep="\t")
+    assert list(table.columns) == ["trial", "state", "learning_rate", "num_filters", "dropout", "batch_size",
+                                   "best_accuracy", "best_step", "last_step", "save_dir", "error"]
+    assert list(table["trial"]) == [0, 1, 2, 3]
+    failed = table[table["state"] == "fail"]
+    assert set(failed["trial"]) == set(table[table["batch_size"] == 512]["trial"]) != set()
+    assert all("larger than the training set" in e for e in failed["error"])
+    ran = table[table["state"] != "fail"]
+    assert set(ran["state"]) <= {"complete", "pruned"} and len(ran) >= 1
+    for row in ran.itertuples():
+        args = read_args(str(study / f"trial_{row.trial}" / "args.py"))  # args.py holds the sampled values
+        assert args["learning_rate"] == pytest.approx(row.learning_rate, rel=1e-5)
+        assert (args["num_filters"], args["dropout"], args["batch_size"]) == (row.num_filters, row.dropout, 16)
+        assert args["save_dir"] == str(study / f"trial_{row.trial}")
+        assert (study / f"trial_{row.trial}" / "valid.log.tsv").exists()
+    for row in table[table["state"] == "pruned"].itertuples():
+        assert row.last_step < 16  # stopped before the end
+        assert "| pruned: " in (study / f"trial_{row.trial}" / "log.txt").read_text()
+    trials = load_study(study).trials
+    assert [t.state.name.lower() for t in trials] == list(table["state"])
+
+
+def test_save_above_score_removes_checkpoints_of_trials_below(study: Path) -> None:
+    import pandas as pd
+
+    table = pd.read_csv(study / "results.tsv", sep="\t")
+    for row in table[table["state"] != "fail"].itertuples():
+        kept = sorted(p.name for p in (study / f"trial_{row.trial}").glob("*.pt"))
+        assert bool(kept) == (row.best_accuracy > 0.55), (row.trial, row.best_accuracy, kept)
+
+
+def test_best_config_reproduces_the_best_trial(study: Path) -> None:
+    import pandas as pd
+
+    table = pd.read_csv(study / "results.tsv", sep="\t")
+    best = table[table["state"] == "complete"].sort_values("best_accuracy", ascending=False).iloc[0]
+    assert run_chain(["x-train", str(study / "best_config.hjson")]) == 0
+    rerun = read_args(str(study / "best_retrain" / "args.py"))
+    assert rerun["learning_rate"] == pytest.approx(best.learning_rate, rel=1e-5)
+    rows = (study / "best_retrain" / "valid.log.tsv").read_text().splitlines()
+    header = rows[0].split("\t")
+    scores = [float(r.split("\t")[header.index("accuracy")]) for r in rows[1:]]
+    assert max(scores) == pytest.approx(best.best_accuracy)  # same config and seed: the same run (CPU)
+
+
+def test_overview_and_tools_on_the_study_folder(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import pandas as pd
+
+    overview = (study / "overview.png").read_bytes()
+    assert overview[:8] == b"\x89PNG\r\n\x1a\n" and len(overview) > 10_000
+    assert x_script(["aggregate_results", str(study), "-trial_"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    ran = [p for p in sorted(study.glob("trial_*")) if (p / "args.py").exists()]
+    assert [line.split("\t")[0] for line in out[1:]] == [str(p) for p in ran]
+    status = dict(line.split("\t")[0::5] for line in out[1:])
+    table = pd.read_csv(study / "results.tsv", sep="\t")
+    for row in table[table["state"] != "fail"].itertuples():
+        assert status[row.save_dir] == {"complete": "done", "pruned": "pruned"}[row.state]
+    config = write_json(tmp_path / "viz.hjson", {"save_dir": str(study)})
+    assert run_chain(["x-viz", str(config)]) == 0
+    for folder in ran:
+        assert (folder / "plots" / "accuracy.png").exists()
+
+
+def test_running_again_adds_nothing_to_a_finished_study(study: Path) -> None:
+    before = json.dumps([(t.number, t.state.name, t.value) for t in load_study(study).trials])
+    assert tune(study.parent / "tune.hjson") == 0
+    assert json.dumps([(t.number, t.state.name, t.value) for t in load_study(study).trials]) == before

@@ -1,0 +1,191 @@
+"""The x-tune command: check the three files, open (or create) the study, run trials, write the outputs.
+
+``x-tune tune.hjson --dry`` prints the space, a few sampled trial configs and the plan (which step each
+assessment happens at), and writes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from xdpx.command import Command, commands
+from xdpx.config.options import Args
+
+SPACE_KEY = "xdpx_space"  # study user attribute: the space the study was created with
+DRY_SAMPLES = 3
+
+
+@commands.register("x-tune")
+class TuneCommand(Command):
+    """Hyperparameter search over x-train on Optuna: HyperBand pruning, parallel trials, resumable (docs/tune.md)."""
+
+    name = "x-tune"
+    group = "tune"
+    output_key = "save_dir"
+
+    def options(self) -> list[Any]:
+        from xdpx.tune.options import TUNE_OPTIONS
+
+        return list(TUNE_OPTIONS)
+
+    def run(self, args: Args, dry: bool = False) -> None:
+        from xdpx.tune.plan import build_plan
+
+        plan = build_plan(args)
+        if dry:
+            print(describe_plan(plan))
+            return
+        run_study(plan)
+
+
+def space_signature(plan: Any) -> str:
+    import json
+
+    return json.dumps({p.name: [p.type, p.values, p.log, p.step] for p in plan.params}, sort_keys=True)
+
+
+def describe_plan(plan: Any) -> str:
+    """The space, a few sampled trial configs and the assessment plan (what ``--dry`` prints)."""
+    import optuna
+
+    from xdpx.tune.study import build_sampler, hyperband_rungs, pruner_spec
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    a = plan.args
+    lines = ["# search space:"]
+    lines += [f"#   {p.name}: {p.describe()}" for p in plan.params]
+    study = optuna.create_study(direction=plan.direction, sampler=build_sampler("random", a.seed))
+    lines.append(f"# {DRY_SAMPLES} sampled trial configs (random; the study's tuner is {a.tuner}):")
+    for n in range(DRY_SAMPLES):
+        trial = study.ask(plan.distributions())
+        values = plan.trial_values(trial.params)
+        plan.trial_args(values, f"{a.save_dir}/trial_{n}")  # each one checked like any x-train config
+        lines.append(f"#   trial {n}: " + ", ".join(f"{k}={v!r}" for k, v in values.items()))
+        study.tell(trial, 0.0)
+    spec = pruner_spec(a, plan.total_updates)
+    rungs = hyperband_rungs(spec)
+    lines.append(f"# plan: {a.max_trials} trials, {a.parallel_runs or 'one per GPU (or 1)'} at once; a trial runs "
+                 f"{plan.total_updates} updates of {plan.update_size} samples, evaluated every "
+                 f"{a.assess_interval} updates; pruner {a.pruner}")
+    if a.pruner in ("hyperband", "successive_halving") and rungs:
+        from xdpx.tune.study import reduction_factor
+
+        factor = reduction_factor(a.cull_keep_ratio)
+        lines.append(f"#   assessments at updates {rungs}: at each, a trial goes on when it is in the best 1/{factor} "
+                     f"of the trials assessed there so far (reduction factor {factor})")
+        if a.pruner == "hyperband":
+            lines.append(f"#   hyperband: {len(rungs)} brackets (trials are spread over them); bracket b assesses "
+                         f"at the rungs from update {rungs[0]} x {factor}^b on")
+        else:
+            for k, step in enumerate(rungs):
+                lines.append(f"#   about {max(1, a.max_trials // factor ** (k + 1))} of {a.max_trials} trials go "
+                             f"past update {step}")
+    elif a.pruner == "percentile" and rungs:
+        lines.append(f"#   assessments at updates {rungs[:8]}{' ...' if len(rungs) > 8 else ''}: a trial below the "
+                     f"best {a.cull_keep_ratio:.0%} at that step stops")
+    lines.append(f"#   no trial is pruned before {a.min_ref} trial(s) ran to the end (min_ref)")
+    from xdpx.tune.study import redact_url, storage_url
+
+    lines.append(f"# storage: {redact_url(storage_url(a.storage, a.save_dir))}, study {a.study_name!r}")
+    return "\n".join(lines)
+
+
+def quiet_optuna() -> None:
+    """Optuna warns that heartbeats and retries are experimental and meant for Study.optimize: they are
+    what x-tune relies on, by design, so the warnings would only alarm users."""
+    import warnings
+
+    import optuna
+
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+
+
+def open_study(plan: Any, url: str) -> Any:
+    """The study's storage, creating the study (once) or checking that it is this one."""
+    from xdpx.cli import UserError
+    from xdpx.config.errors import ConfigError
+
+    for attempt in range(5):  # workers started together race to create the tables and the study
+        try:
+            return _open_study(plan, url)
+        except (ConfigError, UserError):
+            raise
+        except Exception:
+            if attempt == 4:
+                raise
+            time.sleep(0.5 + attempt)
+    raise AssertionError("unreachable")
+
+
+def _open_study(plan: Any, url: str) -> Any:
+    import optuna
+
+    from xdpx.config.errors import ConfigError
+    from xdpx.tune.study import open_storage
+
+    a = plan.args
+    storage = open_storage(url, a.heartbeat_interval, a.max_retries)
+    signature = space_signature(plan)
+    try:
+        existing = optuna.load_study(study_name=a.study_name, storage=storage)
+    except KeyError:
+        existing = None
+    if existing is not None:
+        problems = []
+        if existing.user_attrs.get(SPACE_KEY) not in (None, signature):
+            problems.append(f"{a.source('space_config')}: key 'space_config': the study {a.study_name!r} in this "
+                            "storage was created with another search space: use a new save_dir or study_name, "
+                            "or restore the space")
+        if existing.direction.name.lower() != plan.direction:
+            problems.append(f"{a.source('base_config')}: the study {a.study_name!r} {existing.direction.name.lower()}s"
+                            f" its metric, the base config's ascending_metric says {plan.direction}")
+        if problems:
+            raise ConfigError(problems)
+        return storage
+    try:
+        study = optuna.create_study(study_name=a.study_name, storage=storage, direction=plan.direction)
+        study.set_user_attr(SPACE_KEY, signature)
+    except optuna.exceptions.DuplicatedStudyError:
+        pass  # another worker created it at the same moment
+    return storage
+
+
+def run_study(plan: Any) -> None:
+    from xdpx import io
+    from xdpx.cli import UserError
+    from xdpx.tune.results import remove_checkpoints_below, write_outputs
+    from xdpx.tune.runner import StudyRunner
+    from xdpx.tune.study import redact_url, storage_url
+
+    a = plan.args
+    url = storage_url(a.storage, a.save_dir)
+    quiet_optuna()
+    if not io.is_remote(a.save_dir):
+        io.makedirs(a.save_dir)
+    storage = open_study(plan, url)
+    say = lambda message: print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} | x-tune: {message}", flush=True)  # noqa: E731
+    runner: StudyRunner | None = None
+
+    def on_trial_end(number: int) -> None:
+        assert runner is not None
+        study = runner.study()
+        trial = study.get_trials(deepcopy=False)[number]
+        for path in remove_checkpoints_below(plan, trial):
+            say(f"save_above_score: removed {path}")
+        try:
+            write_outputs(plan, study)
+        except Exception as error:  # the outputs are redrawn after the next trial; the study goes on
+            say(f"writing results/overview failed ({type(error).__name__}: {error})")
+
+    runner = StudyRunner(plan, storage, a.study_name, url, say=say, on_trial_end=on_trial_end)
+    say(f"study {a.study_name!r} in {redact_url(url)}: {a.max_trials} trials, {runner.parallel_runs} at once"
+        + (f" on GPUs {', '.join(runner.gpus)}" if runner.gpus else ""))
+    runner.run()
+    best = write_outputs(plan, runner.study())
+    if best is None:
+        raise UserError(f"no trial of the study completed: see {io.join(a.save_dir, 'results.tsv')} for the errors")
+    say(f"best {plan.base_args.major_metric} {best.value:.6g}: trial {best.number} "
+        f"({', '.join(f'{k}={v!r}' for k, v in plan.trial_values(best.params).items())}); "
+        f"results.tsv, overview.png and best_config.hjson in {a.save_dir}")

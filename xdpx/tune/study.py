@@ -1,0 +1,149 @@
+"""The Optuna side of a study: storage, sampler, pruner, and which trials still count.
+
+Storage: an SQLite file inside save_dir by default; any SQLAlchemy URL (postgresql://...) for workers
+on several machines. Heartbeats mark the trials of a killed x-tune process as failed (Optuna's
+``fail_stale_trials``); ``RetryHeartbeatStaleTrialCallback`` then enqueues them again with the same values.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from xdpx import io
+from xdpx.cli import UserError
+
+STUDY_DB = "study.db"
+RETRY_HISTORY = "retry_history"  # system attribute of a retry: the numbers of the trials it replaces
+OVER_BUDGET = "xdpx_over_budget"  # a trial asked for after max_trials was reached by another worker
+
+
+def storage_url(storage: str | None, save_dir: str) -> str:
+    """The storage URL: ``storage`` itself, or an SQLite file in a local save_dir."""
+    if storage:
+        return storage
+    if io.is_remote(save_dir):
+        raise UserError(f"save_dir {save_dir} is remote: SQLite needs a local file, so set storage to a "
+                        "database URL (e.g. postgresql://user@host:5432/db) that every worker can reach")
+    return "sqlite:///" + io.abspath(io.join(save_dir, STUDY_DB))
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1]
+
+
+def open_storage(url: str, heartbeat_interval: int | None, max_retries: int = 0) -> Any:
+    """An Optuna RDBStorage; with ``heartbeat_interval``, stale trials are failed and retried."""
+    import optuna
+    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+
+    kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite:"):
+        kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}  # trials write to the file at once
+    if heartbeat_interval:
+        kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=2 * heartbeat_interval,
+                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retries)
+                      if max_retries else None)
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        return RDBStorage(url, **kwargs)
+    except (OperationalError, ArgumentError, NoSuchModuleError, ImportError, ValueError) as error:
+        # unreachable server, wrong credentials, a malformed URL, a missing driver (other errors, such as
+        # two workers creating the tables at once, are retried by the caller)
+        raise UserError(f"storage {redact_url(url)}: cannot open it ({type(error).__name__}: "
+                        f"{str(error).splitlines()[0] if str(error) else ''}): check the URL, the server and "
+                        "the driver (PostgreSQL: pip install 'psycopg[binary]')") from None
+
+
+def reduction_factor(cull_keep_ratio: float) -> int:
+    return max(2, round(1 / cull_keep_ratio))
+
+
+def pruner_spec(args: Any, max_resource: int) -> dict[str, Any]:
+    """What the pruner is built from: plain data, so a trial process builds the same one."""
+    return {"kind": args.pruner, "min_resource": args.assess_start_step, "interval": args.assess_interval,
+            "max_resource": max_resource, "keep": args.cull_keep_ratio, "min_ref": args.min_ref}
+
+
+class MinRefPruner:
+    """Optuna's pruner, except that no trial is pruned before ``min_ref`` trials completed.
+
+    The wrapped pruner is still asked every time, so it records the rungs of every trial. Optuna asks
+    ``study.pruner.prune(study, trial)`` only, so this needs no base class."""
+
+    def __init__(self, pruner: Any, min_ref: int) -> None:
+        self.pruner, self.min_ref = pruner, min_ref
+
+    def prune(self, study: Any, trial: Any) -> bool:
+        from optuna.trial import TrialState
+
+        prune = self.pruner.prune(study, trial)
+        if prune and self.min_ref:
+            done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            return len(done) >= self.min_ref
+        return prune
+
+
+def build_pruner(spec: dict[str, Any]) -> Any:
+    from optuna.pruners import (
+        HyperbandPruner,
+        NopPruner,
+        PercentilePruner,
+        SuccessiveHalvingPruner,
+    )
+
+    kind = spec["kind"]
+    if kind == "none":
+        return NopPruner()
+    if kind == "percentile":
+        # the manual's culling: from assess_start_step, every assess_interval, keep cull_keep_ratio
+        return PercentilePruner(100 * spec["keep"], n_startup_trials=spec["min_ref"],
+                                n_warmup_steps=spec["min_resource"], interval_steps=spec["interval"])
+    factor = reduction_factor(spec["keep"])
+    if kind == "hyperband":
+        inner: Any = HyperbandPruner(min_resource=spec["min_resource"],
+                                     max_resource=max(spec["max_resource"], spec["min_resource"]),
+                                     reduction_factor=factor)
+    else:
+        inner = SuccessiveHalvingPruner(min_resource=spec["min_resource"], reduction_factor=factor)
+    return MinRefPruner(inner, spec["min_ref"])
+
+
+def build_sampler(tuner: str, seed: int) -> Any:
+    from optuna.samplers import RandomSampler, TPESampler
+
+    return TPESampler(seed=seed) if tuner == "tpe" else RandomSampler(seed=seed)
+
+
+def hyperband_rungs(spec: dict[str, Any]) -> list[int]:
+    """The steps where hyperband / successive_halving assess a trial (in base-config updates)."""
+    if spec["kind"] in ("none",):
+        return []
+    if spec["kind"] == "percentile":
+        return list(range(spec["min_resource"], spec["max_resource"], spec["interval"]))
+    factor, rungs, step = reduction_factor(spec["keep"]), [], spec["min_resource"]
+    while step < spec["max_resource"]:
+        rungs.append(step)
+        step *= factor
+    return rungs
+
+
+def counted_trials(trials: list[Any]) -> list[Any]:
+    """The trials that use up max_trials: not waiting, not over budget, not failed and retried."""
+    from optuna.trial import TrialState
+
+    retried = {number for t in trials for number in t.system_attrs.get(RETRY_HISTORY, [])}
+    return [t for t in trials if t.state != TrialState.WAITING and t.number not in retried
+            and not t.system_attrs.get(OVER_BUDGET)]
+
+
+def is_finished(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
