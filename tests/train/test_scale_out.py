@@ -59,8 +59,9 @@ def test_a_loop_and_a_chain_finish_and_evaluation_is_sharded(reviews, tmp_path):
     for name, lr in (("run1", 3e-3), ("run2", 2e-3)):
         path = write_config(tmp_path / f"{name}.hjson", reviews, tmp_path / name, **common, learning_rate=lr)
         runs.append(json.loads(path.read_text()))
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "old.txt").write_text("replaced by overwrite: true")
+        (tmp_path / name).mkdir()  # an earlier run of x-train (its marker) that overwrite: true replaces
+        (tmp_path / name / ".xdpx-run").write_text("")
+        (tmp_path / name / "train.log.tsv").write_text("replaced by overwrite: true\n")
     (tmp_path / "loop.hjson").write_text(json.dumps(runs))
     (tmp_path / "eval.hjson").write_text(json.dumps({
         "save_dir": str(tmp_path / "run2"), "valid_subset": [str(odd), "dev"], "batch_size": 6, "cuda": False,
@@ -73,7 +74,7 @@ def test_a_loop_and_a_chain_finish_and_evaluation_is_sharded(reviews, tmp_path):
                       "x-eval", str(tmp_path / "eval.hjson"), "x-pred", str(tmp_path / "pred.hjson"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("done: 15 updates") == 2, result.stdout  # rank 0's log: both runs of the loop
-    assert not (tmp_path / "run1" / "old.txt").exists()
+    assert "replaced by overwrite" not in (tmp_path / "run1" / "train.log.tsv").read_text()
 
     # the same checkpoints scored by one process
     (tmp_path / "eval.hjson").write_text((tmp_path / "eval.hjson").read_text().replace("eval.tsv", "eval1.tsv"))
