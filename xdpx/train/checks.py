@@ -70,10 +70,14 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
     for pattern in unmatched:
         problems.append(f"{args.source('train_subset')}: key 'train_subset': {pattern!r} matches no split "
                         f"in {data_dir} (available: {', '.join(splits) or 'none'})")
-    if args.valid_subset is not None and args.valid_subset not in splits:
-        problems.append(f"{args.source('valid_subset')}: key 'valid_subset': no split {args.valid_subset!r} "
-                        f"in {data_dir} (available: {', '.join(splits) or 'none'}); "
-                        "set valid_subset: null to train without evaluation")
+    valid = subsets(args.valid_subset)
+    for name in valid:
+        if name not in splits:
+            problems.append(f"{args.source('valid_subset')}: key 'valid_subset': no split {name!r} "
+                            f"in {data_dir} (available: {', '.join(splits) or 'none'}); "
+                            "set valid_subset: null to train without evaluation")
+    if len(set(valid)) != len(valid):
+        problems.append(f"{args.source('valid_subset')}: key 'valid_subset': {valid} names a split twice")
 
     sizes = args.get("data_size") or {}
     if train_splits and all(s in sizes for s in train_splits):
