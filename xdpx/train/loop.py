@@ -608,11 +608,15 @@ class Trainer:
 
     def _write_run_files(self) -> None:
         from xdpx.config.writers import write_run_files
+        from xdpx.train.code_version import args_header, code_versions
         from xdpx.train.snapshot import write_snapshot
 
         if not self.context.is_main:
             return
-        write_run_files(self.args, self.save_dir)
+        versions = code_versions(self.args.get("user_dir"))
+        self.log.info("code version: " + ("; ".join(v.describe() for v in versions) or "not in a git work tree")
+                      + " (the source itself is in snapshot.zip)")
+        write_run_files(self.args, self.save_dir, header=args_header(versions))
         for name in COPIED_DATA_FILES:
             source = io.join(self.args.data_dir, name)
             if io.exists(source):
