@@ -67,6 +67,17 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
                         "run x-prepro for it first (and inherit it with __parent__: ${data_dir}/meta)")
     splits = available_splits(data_dir)
     train_splits, unmatched = match_subsets(args.train_subset, splits)
+    if args.lazy_load:  # plain shard names x-prepro has not written yet: training will wait for them
+        from xdpx.train.shards import is_pattern
+
+        coming = [name for name in unmatched if not is_pattern(name)]
+        unmatched = [name for name in unmatched if is_pattern(name)]
+        if coming:
+            notes.append(f"lazy_load: shards {coming} are not written yet: training waits for each (lazy_load_wait)")
+            if args.max_update is None:
+                problems.append(f"{args.source('train_subset')}: key 'train_subset': shards {coming} are not "
+                                f"written yet in {data_dir}, so the epoch length is unknown: set max_update "
+                                "(or wait until x-prepro has written them)")
     for pattern in unmatched:
         problems.append(f"{args.source('train_subset')}: key 'train_subset': {pattern!r} matches no split "
                         f"in {data_dir} (available: {', '.join(splits) or 'none'})")

@@ -36,6 +36,7 @@ from xdpx.train.checks import STATE_FILE, available_splits, match_subsets, subse
 from xdpx.train.logs import Progress, RunLog, TsvLog
 from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
 from xdpx.train.precision import DynamicLossScaler, LossScaleError, autocast, overflowing_parameters
+from xdpx.train.shards import ShardWaiter, planned_shards, ready_splits
 from xdpx.train.state import derived_seed, rng_state, seed_everything, seed_step, set_rng_state
 
 STATE_VERSION = 1
@@ -115,9 +116,13 @@ class Trainer:
 
         # data
         splits, _ = match_subsets(a.train_subset, available_splits(a.data_dir))
-        self.batches = TrainBatches(lambda s: open_split(a.data_dir, s), splits, a.lazy_load, self.data_seed)
-        sizes = [len(open_split(a.data_dir, s)) for s in splits]
-        if not splits or sum(sizes) == 0:
+        waiter, coming = None, []
+        if a.lazy_load:  # shards x-prepro still writes: training waits for each when it gets there
+            splits, coming = planned_shards(a.train_subset, ready_splits(a.data_dir))
+            waiter = ShardWaiter(a.data_dir, a.lazy_load_wait, self.log.info).wait
+        self.batches = TrainBatches(lambda s: open_split(a.data_dir, s), splits, a.lazy_load, self.data_seed, waiter)
+        sizes = [len(open_split(a.data_dir, s)) for s in splits if s not in coming]
+        if not splits or sum(sizes) == 0 and not coming:
             raise UserError(f"the training data {a.train_subset!r} in {a.data_dir} is empty: nothing to train on")
         # the first valid split decides (major_metric, best, early stopping); the others are logged beside
         self.valid_sets = [(name, open_split(a.data_dir, name)) for name in subsets(a.valid_subset)]
@@ -129,7 +134,8 @@ class Trainer:
         self.batch_size = a.batch_size  # per forward pass; auto_ga halves it
         self.valid_batch_size = a.valid_batch_size
         per_epoch = updates_per_epoch(sizes, self.update_size, a.lazy_load)
-        limits = [n for n in (a.max_update, a.max_epoch and a.max_epoch * per_epoch) if n]
+        # with shards still to come the epoch length is unknown: max_update sets the length (checked)
+        limits = [n for n in (a.max_update, not coming and a.max_epoch and a.max_epoch * per_epoch) if n]
         self.total_updates = min(limits)
         self.scheduler = component("lr_scheduler")(a, self.total_updates)
 
