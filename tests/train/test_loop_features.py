@@ -5,6 +5,7 @@ SIGKILL and resume."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -128,16 +129,40 @@ def test_features_stay_exact_across_sigkill_and_resume(reviews, reference, tmp_p
     assert metric_history(run, "accuracy") == metric_history(reference, "accuracy")  # no step logged twice
 
 
-def test_a_callback_can_stop_training(reviews, tmp_path):
-    config = write_config(tmp_path / "train.json", reviews, tmp_path / "run", user_dir=str(USER_DIR),
+def git(repo: Path, *arguments: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com",
+                           *arguments], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_callback_can_stop_training_and_the_run_records_its_code_version(reviews, tmp_path):
+    # the user_dir lives in a git work tree with an uncommitted change
+    repo = tmp_path / "repo"
+    shutil.copytree(USER_DIR, repo / USER_DIR.name, ignore=shutil.ignore_patterns("__pycache__"))
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "callbacks")
+    commit = git(repo, "rev-parse", "HEAD")
+    with open(repo / USER_DIR.name / "__init__.py", "a") as f:
+        f.write("# an uncommitted change\n")
+
+    config = write_config(tmp_path / "train.json", reviews, tmp_path / "run", user_dir=str(repo / USER_DIR.name),
                           callbacks=["recorder"], stop_after_evaluations=2, eval_interval=5, viz=False)
     assert train(config) == 0
-    log = (tmp_path / "run" / "log.txt").read_text(encoding="utf-8")
+    run = tmp_path / "run"
+    log = (run / "log.txt").read_text(encoding="utf-8")
     assert "a callback stopped training: 2 evaluations seen" in log and "| stopped: 10 updates" in log
-    assert json.loads((tmp_path / "run" / "recorder.json").read_text())["status"] == "stopped"
+    assert json.loads((run / "recorder.json").read_text())["status"] == "stopped"
     from xdpx.scripts.aggregate_results import aggregate
 
     assert aggregate([str(tmp_path)], [], False)[1][-1] == "stopped early"
+
+    line = f"user_dir {commit} (dirty) in {repo.resolve()}"
+    assert "code version: " in log and line in log
+    header = (run / "args.py").read_text(encoding="utf-8").splitlines()
+    assert f"# code version: {line}" in header
+    from xdpx.config.writers import read_args
+
+    assert read_args(str(run / "args.py"))["callbacks"] == ["recorder"]  # still a plain literal
 
 
 def test_unknown_callback_and_valid_split_are_config_errors(reviews, tmp_path, capsys):
