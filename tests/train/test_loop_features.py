@@ -70,12 +70,24 @@ def test_several_valid_sets_per_epoch_evaluation_and_keep_last(reference, review
     assert [r["step"] for r in rows] == [5, 15, 30, 45]  # the callback's request, then each epoch's end
     assert [r["epoch"] for r in rows] == [1, 1, 2, 3]
     assert {"loss", "accuracy", "test.loss", "test.accuracy", "best_accuracy"} <= set(rows[0])
-    assert all(r["test.accuracy"] != r["accuracy"] for r in rows[1:]) or True  # other split, own values
     best_step = max(rows, key=lambda r: (r["accuracy"], -r["step"]))["step"]
     kept = sorted(int(p.stem.split("-")[1]) for p in reference.glob("checkpoint-*.pt"))
     assert kept == sorted({30, 45, best_step})  # the 2 latest and the best
     log = (reference / "log.txt").read_text(encoding="utf-8")
     assert "eval at update 15 (epoch 1) on dev: loss" in log and "; test: loss" in log
+
+    # x-viz and aggregate_results read the other split's columns
+    from xdpx.scripts.aggregate_results import aggregate
+    from xdpx.viz.runs import read_run
+
+    run = read_run(str(reference))
+    assert run.split_of("test.accuracy") == ("test", "accuracy") and run.split_of("accuracy") == ("dev", "accuracy")
+    assert run.lower_is_better("test.loss") and not run.lower_is_better("test.accuracy")
+    assert {"test.loss", "test.accuracy"} <= set(run.valid_metrics())
+    header, row = aggregate([str(reference)], [], False)
+    at_best = next(r for r in rows if r["step"] == best_step)
+    assert row[header.index("best_step")] == str(best_step)
+    assert float(row[header.index("test.accuracy")]) == pytest.approx(at_best["test.accuracy"], rel=1e-5)
 
     # max_eval_steps: 2 batches of 8 on each split, the numbers x-eval's evaluation gives
     import contextlib
