@@ -158,12 +158,15 @@ def test_a_callback_can_stop_training_and_the_run_records_its_code_version(revie
         f.write("# an uncommitted change\n")
 
     config = write_config(tmp_path / "train.json", reviews, tmp_path / "run", user_dir=str(repo / USER_DIR.name),
-                          callbacks=["recorder"], stop_after_evaluations=2, eval_interval=5, viz=False)
+                          callbacks=["recorder"], evaluate_after=[5, 7], stop_after_evaluations=3, eval_interval=5,
+                          viz=False)
     assert train(config) == 0
     run = tmp_path / "run"
     log = (run / "log.txt").read_text(encoding="utf-8")
-    assert "a callback stopped training: 2 evaluations seen" in log and "| stopped: 10 updates" in log
-    assert json.loads((run / "recorder.json").read_text())["status"] == "stopped"
+    assert "a callback stopped training: 3 evaluations seen" in log and "| stopped: 10 updates" in log
+    recorded = json.loads((run / "recorder.json").read_text())
+    # 5: scheduled and asked for (one evaluation), 7: asked for, 10: scheduled, then the stop
+    assert recorded["status"] == "stopped" and [step for step, _ in recorded["evaluations"]] == [5, 7, 10]
     from xdpx.scripts.aggregate_results import aggregate
 
     assert aggregate([str(tmp_path)], [], False)[1][-1] == "stopped early"

@@ -207,8 +207,8 @@ class Trainer:
                     self._log_train_row()
                 if stats is not None:
                     self.callbacks.call("on_update", self._run_info(), stats)
-                if stats is not None and (self.eval_schedule.due(self.num_updates)
-                                          or self.callbacks.take_evaluation_request()):
+                requested = self.callbacks.take_evaluation_request()  # a callback asked for one
+                if stats is not None and (self.eval_schedule.due(self.num_updates) or requested):
                     self._evaluate_and_save()
                 stop = self._stop_reason()
                 self.time["total"] += time.perf_counter() - started
