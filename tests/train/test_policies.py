@@ -38,6 +38,24 @@ def test_save_policies_keep_best_last_or_both():
     assert not SavePolicy(False).should_save(1.0, True)
 
 
+def test_keep_last_checkpoints_keeps_the_latest_n_and_the_best_across_a_state_round_trip():
+    policy = SavePolicy(True, keep_last=2)
+    assert policy.record(10, True) == [] and policy.record(20, False) == []
+    assert policy.record(30, False) == []  # 10 stays: it is the best
+    restored = SavePolicy(True, keep_last=2)
+    restored.load_state_dict(policy.state_dict())
+    assert restored.record(40, False) == [20] and restored.saved == [10, 30, 40]
+    assert restored.record(50, True) == [10, 30]  # a new best: the old one goes
+    assert restored.record(60, False) == [40] and restored.record(70, False) == []  # 50: best; 60, 70: latest
+    assert restored.record(80, False) == [60] and restored.saved == [50, 70, 80]
+
+
+def test_eval_schedule_per_epoch_is_asked_at_epoch_ends_only():
+    schedule = EvalSchedule(-1, per_epoch=True)
+    assert schedule.due_at_epoch_end() and not any(schedule.due(n) for n in range(1, 100))
+    assert not EvalSchedule(10).due_at_epoch_end()
+
+
 def test_update_groups_depend_on_seed_and_epoch_only_and_cover_every_sample():
     sizes = np.random.default_rng(0).integers(1, 50, size=103)
     groups = update_groups(sizes, 16, seed=1, epoch=1)

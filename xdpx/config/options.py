@@ -283,12 +283,16 @@ def resolve(config: dict[str, Any], root: Iterable[Any], group: str, sources: di
                 value = option.default
             values[option.name] = value
             if option.registry is not None and value is not None:
-                if value not in option.registry:
+                names = value if isinstance(value, list) else [value]  # a list names several components
+                unknown = [n for n in names if n not in option.registry]
+                for name in unknown:
                     errors.append(f"{where(option.name)}: key '{option.name}': "
-                                  f"{option.registry.unknown_message(value)}")
+                                  f"{option.registry.unknown_message(name)}")
+                if unknown:
                     continue
-                component = option.registry.get(value)
-                queue.append((list(getattr(component, "options", [])), f"{option.registry.family}: {value}"))
+                for name in names:
+                    component = option.registry.get(name)
+                    queue.append((list(getattr(component, "options", [])), f"{option.registry.family}: {name}"))
             for child_options in option.child_groups(value):
                 queue.append((list(child_options), grp))
 
@@ -400,12 +404,14 @@ def walk_options(root: Iterable[Any], group: str, choices: dict[str, Any] | None
                 continue
             seen[option.name] = (option, grp)
             # a value is known when chosen or when the default is a plain value (None included: a
-            # default of null switches on the options declared for null, as resolving a config does)
+            # default of null switches on the options declared for null, as resolving a config does);
+            # a registry option may hold a list of names (callbacks: [a, b])
             known = option.name in choices or not (option.default is MISSING or callable(option.default))
             value = choices.get(option.name, option.default) if known else None
-            if option.registry is not None and value is not None and value in option.registry:
-                component = option.registry.get(value)
-                queue.append((list(getattr(component, "options", [])), f"{option.registry.family}: {value}"))
+            for name in value if isinstance(value, list) else [value]:
+                if option.registry is not None and name is not None and name in option.registry:
+                    component = option.registry.get(name)
+                    queue.append((list(getattr(component, "options", [])), f"{option.registry.family}: {name}"))
             if known:
                 for child_options in option.child_groups(value):
                     queue.append((list(child_options), grp))

@@ -50,11 +50,12 @@ def format_starter_config(args: Args) -> str:
     return hjson.dumps(args.non_defaults(), indent=2, ensure_ascii=False) + "\n"
 
 
-def write_run_files(args: Args, directory: str) -> None:
+def write_run_files(args: Args, directory: str, header: str = "") -> None:
+    """args.py (after ``header``: comment lines such as the code version) and starter_config.hjson."""
     from xdpx import io
 
     with io.open(io.join(directory, ARGS_FILE), "w") as f:
-        f.write(format_args_py(args))
+        f.write(header + format_args_py(args))
     with io.open(io.join(directory, STARTER_FILE), "w") as f:
         f.write(format_starter_config(args))
 

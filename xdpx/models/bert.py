@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
 
 from xdpx.models import models
 from xdpx.models.bert_options import ARCHITECTURE_OPTIONS, HEAD_OPTIONS, PRETRAINED_OPTIONS, SIAMESE_OPTIONS
@@ -124,10 +125,17 @@ class BertEncoder(nn.Module):
     def __init__(self, c: Any) -> None:
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(c) for _ in range(c.num_hidden_layers))
+        self.gradient_checkpointing = bool(c.get("gradient_checkpointing"))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        checkpointing = self.gradient_checkpointing and self.training and torch.is_grad_enabled()
         for layer in self.layer:
-            x = layer(x, mask)
+            if checkpointing:
+                # keep only each layer's input; its activations are recomputed in backward (same dropout
+                # masks: the RNG state is restored for the recomputation)
+                x = checkpoint(layer, x, mask, use_reentrant=False)
+            else:
+                x = layer(x, mask)
         return x
 
 

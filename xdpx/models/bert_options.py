@@ -107,6 +107,10 @@ PRETRAINED_OPTIONS = [
     Option("from_tf", bool, default=False,
            doc="pretrained_model is a TensorFlow BERT checkpoint (Google's names, e.g. bert_model.ckpt): "
                "read it with xdpx.export.tf_checkpoint (needs the tf extra: pip install xdpx[tf])"),
+    Option("gradient_checkpointing", bool, default=False,
+           doc="recompute each transformer layer's activations in backward instead of keeping them: less "
+               "memory in training (docs/bert.md has figures), about one more forward pass of time; same "
+               "loss and gradients"),
     Option("freeze_embeddings", bool, default=False,
            doc="keep the embedding layer (word, position, token type, its LayerNorm) frozen"),
     Option("layer_lr_decay", float, default=1.0, validate=lambda v: 0 < v <= 1, validate_msg="must be in (0, 1]",

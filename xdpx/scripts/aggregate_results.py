@@ -2,7 +2,9 @@
 
 Every x-train run directory below the roots (several roots may be given); ``-KEYWORD`` keeps the runs
 whose path contains every such keyword. A row holds the run, its major metric, the best score and its
-update, the last update, and the status (done / stopped early / pruned / paused / in progress). ``--full`` adds
+update, the last update, and the status (done / stopped early / pruned / paused / in progress). With several
+valid splits (valid_subset: [dev, test]) a column per other split gives its value of the metric at the best update
+(e.g. ``test.accuracy``: the test score of the checkpoint best on dev). ``--full`` adds
 the training speed and every hyperparameter that differs between the runs, and sorts by score (best
 first, in the metric's direction). Tab-separated on stdout.
 """
@@ -71,6 +73,8 @@ def aggregate(roots: list[str], keywords: list[str], full: bool) -> list[list[st
     paths = [p for root in roots for p in find_runs(root) if all(k in p for k in keywords)]
     runs = [read_run(p, p) for p in paths]
     header = ["run", "metric", "best", "best_step", "last_step", "status"]
+    others = sorted({f"{split}.{run.major_metric or 'loss'}" for run in runs for split in run.valid_splits[1:]})
+    header += others
     rows: list[tuple[Any, list[str]]] = []
     differing: list[str] = []
     if full:
@@ -83,6 +87,8 @@ def aggregate(roots: list[str], keywords: list[str], full: bool) -> list[list[st
         last_step = max((int(r["step"]) for r in run.train + run.valid if r.get("step") is not None), default=0)
         row = [run.save_dir, metric, _cell(best[1] if best else None), _cell(best[0] if best else None),
                str(last_step), status(run)]
+        at_best = next((r for r in run.valid if best and r.get("step") == best[0]), {})
+        row += [_cell(at_best.get(column)) for column in others]
         if full:
             row += [_cell(speed(run)), *(_cell(run.args.get(k)) for k in differing)]
         rows.append((run, row))

@@ -84,8 +84,10 @@ class ConcatSplits:
 class TrainBatches:
     """The update groups of each epoch over the training split(s), resumable at (epoch, offset)."""
 
-    def __init__(self, open_split: Callable[[str], Any], splits: list[str], lazy: bool, seed: int) -> None:
+    def __init__(self, open_split: Callable[[str], Any], splits: list[str], lazy: bool, seed: int,
+                 wait: Callable[[str], None] | None = None) -> None:
         self.open_split, self.splits, self.lazy, self.seed = open_split, list(splits), lazy, seed
+        self.wait = wait  # lazy_load: returns once a shard still being written is ready (xdpx/train/shards.py)
         self._whole: Any = None
 
     def units(self, epoch: int) -> list[str] | None:
@@ -109,6 +111,8 @@ class TrainBatches:
             return
         done = 0
         for unit in units:
+            if self.wait is not None:
+                self.wait(unit)
             dataset = self.open_split(unit)
             count = math.ceil(len(dataset) / update_size)
             if done + count <= start:

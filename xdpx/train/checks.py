@@ -97,13 +97,28 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
                         "run x-prepro for it first (and inherit it with __parent__: ${data_dir}/meta)")
     splits = available_splits(data_dir)
     train_splits, unmatched = match_subsets(args.train_subset, splits)
+    if args.lazy_load:  # plain shard names x-prepro has not written yet: training will wait for them
+        from xdpx.train.shards import is_pattern
+
+        coming = [name for name in unmatched if not is_pattern(name)]
+        unmatched = [name for name in unmatched if is_pattern(name)]
+        if coming:
+            notes.append(f"lazy_load: shards {coming} are not written yet: training waits for each (lazy_load_wait)")
+            if args.max_update is None:
+                problems.append(f"{args.source('train_subset')}: key 'train_subset': shards {coming} are not "
+                                f"written yet in {data_dir}, so the epoch length is unknown: set max_update "
+                                "(or wait until x-prepro has written them)")
     for pattern in unmatched:
         problems.append(f"{args.source('train_subset')}: key 'train_subset': {pattern!r} matches no split "
                         f"in {data_dir} (available: {', '.join(splits) or 'none'})")
-    if args.valid_subset is not None and args.valid_subset not in splits:
-        problems.append(f"{args.source('valid_subset')}: key 'valid_subset': no split {args.valid_subset!r} "
-                        f"in {data_dir} (available: {', '.join(splits) or 'none'}); "
-                        "set valid_subset: null to train without evaluation")
+    valid = subsets(args.valid_subset)
+    for name in valid:
+        if name not in splits:
+            problems.append(f"{args.source('valid_subset')}: key 'valid_subset': no split {name!r} "
+                            f"in {data_dir} (available: {', '.join(splits) or 'none'}); "
+                            "set valid_subset: null to train without evaluation")
+    if len(set(valid)) != len(valid):
+        problems.append(f"{args.source('valid_subset')}: key 'valid_subset': {valid} names a split twice")
 
     sizes = args.get("data_size") or {}
     if train_splits and all(s in sizes for s in train_splits):

@@ -22,6 +22,7 @@ from xdpx.logger import log as summaries
 from xdpx.logger import mode as summary_mode
 from xdpx.train import distributed
 from xdpx.train.batching import TrainBatches, batch_to_device, micro_batches, rank_share, updates_per_epoch
+from xdpx.train.callbacks import Callbacks, RunInfo
 from xdpx.train.checkpoints import (
     checkpoint_name,
     full_state_name,
@@ -31,11 +32,12 @@ from xdpx.train.checkpoints import (
     save_torch,
     write_index,
 )
-from xdpx.train.checks import STATE_FILE, available_splits, match_subsets
+from xdpx.train.checks import STATE_FILE, available_splits, match_subsets, subsets
 from xdpx.train.logs import Progress, RunLog, TsvLog
 from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
 from xdpx.train.precision import DynamicLossScaler, LossScaleError, autocast, overflowing_parameters
 from xdpx.train.run_dir import check_resumable, outage_message, prepare_run_dir
+from xdpx.train.shards import ShardWaiter, planned_shards, ready_splits
 from xdpx.train.state import derived_seed, rng_state, seed_everything, seed_step, set_rng_state
 from xdpx.tune.reporter import trial_reporter_from_env
 
@@ -123,19 +125,26 @@ class Trainer:
 
         # data
         splits, _ = match_subsets(a.train_subset, available_splits(a.data_dir))
-        self.batches = TrainBatches(lambda s: open_split(a.data_dir, s), splits, a.lazy_load, self.data_seed)
-        sizes = [len(open_split(a.data_dir, s)) for s in splits]
-        if not splits or sum(sizes) == 0:
+        waiter, coming = None, []
+        if a.lazy_load:  # shards x-prepro still writes: training waits for each when it gets there
+            splits, coming = planned_shards(a.train_subset, ready_splits(a.data_dir))
+            waiter = ShardWaiter(a.data_dir, a.lazy_load_wait, self.log.info).wait
+        self.batches = TrainBatches(lambda s: open_split(a.data_dir, s), splits, a.lazy_load, self.data_seed, waiter)
+        sizes = [len(open_split(a.data_dir, s)) for s in splits if s not in coming]
+        if not splits or sum(sizes) == 0 and not coming:
             raise UserError(f"the training data {a.train_subset!r} in {a.data_dir} is empty: nothing to train on")
-        self.valid_data = open_split(a.data_dir, a.valid_subset) if a.valid_subset else None
-        if self.valid_data is not None and len(self.valid_data) == 0:
-            raise UserError(f"the valid_subset {a.valid_subset!r} in {a.data_dir} is empty: "
-                            "set valid_subset: null or prepare it again")
+        # the first valid split decides (major_metric, best, early stopping); the others are logged beside
+        self.valid_sets = [(name, open_split(a.data_dir, name)) for name in subsets(a.valid_subset)]
+        for name, data in self.valid_sets:
+            if len(data) == 0:
+                raise UserError(f"the valid_subset {name!r} in {a.data_dir} is empty: "
+                                "leave it out of valid_subset or prepare it again")
         self.update_size = a.batch_size * a.update_freq * ctx.world_size  # samples per update, all ranks
         self.batch_size = a.batch_size  # per forward pass; auto_ga halves it
         self.valid_batch_size = a.valid_batch_size
         per_epoch = updates_per_epoch(sizes, self.update_size, a.lazy_load)
-        limits = [n for n in (a.max_update, a.max_epoch and a.max_epoch * per_epoch) if n]
+        # with shards still to come the epoch length is unknown: max_update sets the length (checked)
+        limits = [n for n in (a.max_update, not coming and a.max_epoch and a.max_epoch * per_epoch) if n]
         self.total_updates = min(limits)
         self.scheduler = component("lr_scheduler")(a, self.total_updates)
         if getattr(self.scheduler, "warmup_updates", 0) > self.total_updates:
@@ -143,10 +152,12 @@ class Trainer:
                           f"{self.total_updates} updates: the learning rate never reaches learning_rate")
 
         # policies and logs
-        self.eval_schedule = EvalSchedule(a.eval_interval, a.eval_interval_warmup, a.eval_interval_warmup_multiplier)
+        self.eval_schedule = EvalSchedule(a.eval_interval, a.eval_interval_warmup, a.eval_interval_warmup_multiplier,
+                                          per_epoch=a.eval_per_epoch)
         self.early_stopping = EarlyStopping(a.tolerance, a.ascending_metric)
         self.save_policy = SavePolicy(a.save, a.save_best_only, a.save_last_only, a.save_above_score,
-                                      a.ascending_metric)
+                                      a.ascending_metric, keep_last=a.keep_last_checkpoints)
+        self.callbacks = Callbacks(a.callbacks, a)
         # an x-tune trial reports each evaluation to its study and stops when pruned (else None)
         self.trial_reporter = trial_reporter_from_env() if ctx.is_main else None
         self.pruned = False
@@ -190,6 +201,7 @@ class Trainer:
                  f"{self.total_updates} updates of {self.update_size} samples, from update {self.num_updates}")
         progress = Progress(self.total_updates, self.num_updates, self.context.is_main)
         log.progress = progress
+        self.callbacks.call("on_train_start", self._run_info())
         stop = self._stop_reason()
         while stop is None:
             self.processor.set_epoch(self.epoch)
@@ -209,14 +221,21 @@ class Trainer:
 
                 if stats is not None and self.num_updates % a.log_interval == 0:
                     self._log_train_row()
-                if stats is not None and self.eval_schedule.due(self.num_updates):
+                if stats is not None:
+                    self.callbacks.call("on_update", self._run_info(), stats)
+                requested = self.callbacks.take_evaluation_request()  # a callback asked for one
+                if stats is not None and (self.eval_schedule.due(self.num_updates) or requested):
                     self._evaluate_and_save()
                 stop = self._stop_reason()
                 self.time["total"] += time.perf_counter() - started
                 if stop is not None:
                     break
             else:  # the epoch is complete
-                self.epoch, self.offset = self.epoch + 1, 0
+                if self.eval_schedule.due_at_epoch_end() and self.last_eval_step != self.num_updates:
+                    self._evaluate_and_save()
+                    stop = self._stop_reason()
+                if stop is None:
+                    self.epoch, self.offset = self.epoch + 1, 0
 
         progress.close()
         log.progress = None
@@ -229,10 +248,15 @@ class Trainer:
         self.finished = stop != "pause"
         self._save_state()
         t = self.time
-        log.info(f"{'stopped' if stop == 'early_stop' else stop if stop == 'pruned' else 'done' if self.finished else 'paused'}: "
+        status = ("stopped" if stop in ("early_stop", "callback") else stop if stop == "pruned"
+                  else "done" if self.finished else "paused")
+        if stop == "callback":
+            log.info(f"a callback stopped training: {self.callbacks.stop_reason}")
+        log.info(f"{status}: "
                  f"{self.num_updates} updates, {self.samples_seen} samples; best {a.major_metric} "
                  f"{self.early_stopping.best_score} at update {self.early_stopping.best_step}; training time "
                  f"{t['total']:.1f}s, of which forward/backward/step {t['compute']:.1f}s, batching {t['data']:.1f}s")
+        self.callbacks.call("on_train_end", self._run_info(), status)
         self.close()
 
     def _stop_reason(self) -> str | None:
@@ -242,9 +266,17 @@ class Trainer:
             return "early_stop"
         if self.pruned:
             return "pruned"
+        if self.callbacks.stop_reason is not None:
+            return "callback"
         if self.args.train_steps is not None and self.num_updates >= self.args.train_steps:
             return "pause"
         return None
+
+    def _run_info(self) -> RunInfo:
+        """What callbacks see of the run (read-only), with the control they may use."""
+        return RunInfo(self.args, self.save_dir, self.context.is_main, self.epoch, self.num_updates,
+                       self.total_updates, self.samples_seen, self.early_stopping.best_score,
+                       self.early_stopping.best_step, self.module, self.callbacks.control)
 
     # ---- one update ------------------------------------------------------------------------------------
     def _update_with_auto_ga(self, dataset: Any, group: np.ndarray) -> dict[str, Any] | None:
@@ -422,24 +454,37 @@ class Trainer:
 
     # ---- evaluation and saving ---------------------------------------------------------------------
     def evaluate(self) -> dict[str, float]:
-        """Loss and metrics on valid_subset (with several processes each scores its share of the batches
-        and the outputs are gathered: every rank gets the one-process numbers). With auto_ga,
-        out-of-memory halves the evaluation batch and starts the evaluation again."""
+        """Loss, metrics and accumulative summaries on each valid split: the first split's as they are,
+        the others' as ``<split>.<name>`` (the columns of valid.log.tsv)."""
+        metrics: dict[str, float] = {}
+        for i, (name, data) in enumerate(self.valid_sets):
+            summaries.begin_evaluation()
+            with summary_mode(VALID):  # accumulative summaries of the model and loss code
+                values = self._evaluate_with_auto_ga(data)
+            reserved = [*values, "epoch", "step", "samples", "train_loss", f"best_{self.args.major_metric}",
+                        "best_step"]
+            values.update(self._summary_columns(summaries.end_evaluation(), reserved))
+            metrics.update({(f"{name}." if i else "") + key: value for key, value in values.items()})
+        return metrics
+
+    def _evaluate_with_auto_ga(self, data: Any) -> dict[str, float]:
+        """Loss and metrics on ``data`` (with several processes each scores its share of the batches and the
+        outputs are gathered: every rank gets the one-process numbers). With auto_ga, out-of-memory halves the evaluation batch and starts the evaluation again."""
         while True:
             try:
-                return self._evaluate(self.valid_batch_size)
+                return self._evaluate(data, self.valid_batch_size)
             except Exception as error:
                 if not (self.args.auto_ga and is_out_of_memory(error) and self.valid_batch_size > 1):
                     raise
                 self.valid_batch_size = (self.valid_batch_size + 1) // 2
                 self.log.info(f"auto_ga: out of memory in evaluation: valid_batch_size -> {self.valid_batch_size}")
 
-    def _evaluate(self, batch_size: int) -> dict[str, float]:
+    def _evaluate(self, data: Any, batch_size: int) -> dict[str, float]:
         # The one evaluation function, shared with x-eval: both give the same numbers for a checkpoint.
         from xdpx.inference.scoring import evaluate
 
-        metrics = evaluate(self.task, self.module, self.processor, self.valid_data, batch_size, self.autocast,
-                           self._to_device, context=self.context)
+        metrics = evaluate(self.task, self.module, self.processor, data, batch_size, self.autocast,
+                           self._to_device, self.args.max_eval_steps, context=self.context)
         self.module.train()
         return metrics
 
@@ -447,13 +492,7 @@ class Trainer:
         a, step = self.args, self.num_updates
         if self.bmuf is not None:  # a block boundary: every process evaluates and saves the same model
             self.bmuf.sync(step)
-        metrics = None
-        if self.valid_data is not None:
-            summaries.begin_evaluation()
-            with summary_mode(VALID):  # accumulative summaries of the model and loss code
-                metrics = self.evaluate()
-            reserved = [*metrics, "epoch", "step", "samples", "train_loss", f"best_{a.major_metric}", "best_step"]
-            metrics.update(self._summary_columns(summaries.end_evaluation(), reserved))
+        metrics = self.evaluate() if self.valid_sets else None
         score = metrics[a.major_metric] if metrics else None
         is_best = self.early_stopping.update(score, step) if score is not None else False
         if metrics is not None:
@@ -463,20 +502,32 @@ class Trainer:
             self.valid_log.write(row)
             if self.tensorboard is not None:
                 self.tensorboard.write("valid", row)
-            shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
-            self.log.info(f"eval at update {step} (epoch {self.epoch}) on {a.valid_subset}: {shown}"
+            self.log.info(f"eval at update {step} (epoch {self.epoch}) on {self._describe(metrics)}"
                           f"{' (best)' if is_best else ''}")
             if self.trial_reporter is not None:
                 self.pruned = self.trial_reporter.after_evaluation(
                     self.samples_seen, score, self.early_stopping.best_score, self.early_stopping.best_step)
                 if self.pruned:
                     self.log.info(f"x-tune: the pruner stops this trial at update {step}")
+            self.callbacks.call("on_evaluation", self._run_info(), row)
         self.eval_meter.reset()
         self.last_eval_step = step
         if self.save_policy.should_save(score, is_best, final):
             self._save_checkpoint(is_best)
         self._save_state()
         self._draw(final)
+
+    def _describe(self, metrics: dict[str, float]) -> str:
+        """``dev: loss 0.41, accuracy 0.83; test: loss ...`` for the log."""
+        others = [f"{name}." for name, _ in self.valid_sets[1:]]
+        parts = []
+        for i, (name, _) in enumerate(self.valid_sets):
+            mine = {k[len(others[i - 1]):] if i else k: v for k, v in metrics.items()
+                    if (k.startswith(others[i - 1]) if i else not k.startswith(tuple(others)))}
+            if i:  # the other splits: loss and the major metric (all their metrics are in valid.log.tsv)
+                mine = {k: v for k, v in mine.items() if k in ("loss", self.args.major_metric)}
+            parts.append(f"{name}: " + ", ".join(f"{k} {v:.4g}" for k, v in mine.items()))
+        return "; ".join(parts)
 
     def _draw(self, final: bool) -> None:
         """The run's figures (x-viz) and the gradient inspector's, on the main process; a failure is
@@ -525,6 +576,7 @@ class Trainer:
                 path = io.join(self.save_dir, name)
                 if self.context.is_main and io.exists(path):
                     io.remove(path)
+        self.callbacks.call("on_save", self._run_info(), io.join(self.save_dir, checkpoint_name(step)))
 
     # ---- state -------------------------------------------------------------------------------------
     def _state_dict(self) -> dict[str, Any]:
@@ -543,6 +595,7 @@ class Trainer:
             "early_stopping": self.early_stopping.state_dict(),
             "save_policy": self.save_policy.state_dict(),
             "bmuf": self.bmuf.state_dict() if self.bmuf is not None else None,
+            "callbacks": self.callbacks.state_dict(),
             "logs": {"train_rows": self.train_log.rows, "valid_rows": self.valid_log.rows,
                      "log_meter": dict(self.log_meter.sums), "eval_meter": dict(self.eval_meter.sums),
                      "train_columns": list(self.train_log.columns or []),
@@ -576,6 +629,7 @@ class Trainer:
                             f"{c['update_size']} (batch_size x update_freq x processes): keep them as they were")
         self.early_stopping.load_state_dict(state["early_stopping"])
         self.save_policy.load_state_dict(state["save_policy"])
+        self.callbacks.load_state_dict(state.get("callbacks"))
         logs = state["logs"]
         self.train_log.load(keep=logs["train_rows"], columns=logs.get("train_columns"))
         self.valid_log.load(keep=logs["valid_rows"], columns=logs.get("valid_columns"))
@@ -601,11 +655,15 @@ class Trainer:
 
     def _write_run_files(self) -> None:
         from xdpx.config.writers import write_run_files
+        from xdpx.train.code_version import args_header, code_versions
         from xdpx.train.snapshot import write_snapshot
 
         if not self.context.is_main:
             return
-        write_run_files(self.args, self.save_dir)
+        versions = code_versions(self.args.get("user_dir"))
+        self.log.info("code version: " + ("; ".join(v.describe() for v in versions) or "not in a git work tree")
+                      + " (the source itself is in snapshot.zip)")
+        write_run_files(self.args, self.save_dir, header=args_header(versions))
         for name in COPIED_DATA_FILES:
             source = io.join(self.args.data_dir, name)
             if io.exists(source):

@@ -54,7 +54,12 @@ TRAIN_OPTIONS: list[Any] = [
            doc="training split name(s); Unix filename patterns (train*) match several shards"),
     Option("lazy_load", bool, default=False,
            doc="with several training shards: open one shard at a time, shuffle inside it, and shuffle "
-               "the shard order from the second epoch on (shards must be pre-shuffled)"),
+               "the shard order from the second epoch on (shards must be pre-shuffled). Training may start "
+               "while x-prepro still writes later shards named in train_subset: it waits for each one",
+           children={True: [Option("lazy_load_wait", float, default=600.0, validate=_positive,
+                                   validate_msg="must be > 0",
+                                   doc="seconds to wait for a shard of train_subset that x-prepro has not "
+                                       "written yet before stopping with an error (the run stays resumable)")]}),
     # training
     Option("seed", int | None, default=1, doc="seed of init, data order and per-step randomness; null disables"),
     Option("max_epoch", int, default=None, validate=_positive, validate_msg="must be > 0",
@@ -93,12 +98,21 @@ TRAIN_OPTIONS: list[Any] = [
     Option("eval_interval", int, default=-1,
            validate=lambda v: v == -1 or v > 0, validate_msg="must be -1 or > 0",
            doc="updates between evaluations; -1 means just eval at the end of training"),
+    Option("eval_per_epoch", bool, default=False,
+           doc="evaluate (and maybe save) at the end of every epoch instead of every eval_interval updates "
+               "(addition; set eval_interval to -1)"),
+    Option("max_eval_steps", int, default=None, validate=_positive, validate_msg="must be > 0",
+           doc="evaluate on at most this many batches of each valid split (the shortest samples: batches are "
+               "cut by length), as x-eval's max_eval_steps; null: the whole split"),
     Option("eval_interval_warmup", int, default=0,
            doc="before this update, evaluate (and maybe save) eval_interval_warmup_multiplier times less often"),
     Option("eval_interval_warmup_multiplier", int, default=6, validate=_positive, validate_msg="must be > 0",
            aliases=("eval_interval_warmup_mutiplier",),
            doc="see eval_interval_warmup (the manual's spelling eval_interval_warmup_mutiplier is accepted)"),
-    Option("valid_subset", str | None, default="dev", doc="the split to evaluate on (null: no evaluation)"),
+    Option("valid_subset", str | list[str] | None, default="dev",
+           doc="the split(s) to evaluate on (null: no evaluation). With a list, major_metric, the best "
+               "checkpoint and early stopping follow the first; valid.log.tsv has the first split's metrics "
+               "as they are and each other split's as <split>.<metric> columns (e.g. test.accuracy)"),
     # plots and debugging aids (docs/viz.md)
     Option("viz", bool, default=True,
            doc="draw the x-viz figures of the run into save_dir/plots during training (main process): after "
@@ -129,6 +143,9 @@ TRAIN_OPTIONS: list[Any] = [
                "full state (state.pt) is always kept for resume"),
     Option("save_last_only", bool, default=False,
            doc="keep only the last checkpoint; with save_best_only, keep the best and the last"),
+    Option("keep_last_checkpoints", int, default=None, validate=_positive, validate_msg="must be > 0",
+           doc="keep only the N latest checkpoints, and the best one besides (addition, as save_total_limit "
+               "of other trainers); the deleted checkpoints' state-<step>.pt go with them"),
     Option("pretrained_model", str, default=None,
            doc="weights to start from: a checkpoint path, or <best>/<last> of an earlier run "
                "(e.g. ${save_dir}/<best>)"),
@@ -141,6 +158,11 @@ TRAIN_OPTIONS: list[Any] = [
     exclusive("fp16", "bf16"),
     Rule(lambda a: not (a.fp16 and a.use_bmuf), "use_bmuf: fp16 loss scaling would skip updates on some processes "
          "only; use bf16 with BMUF", keys=("fp16", "use_bmuf")),
+    exclusive("keep_last_checkpoints", "save_best_only"),
+    exclusive("keep_last_checkpoints", "save_last_only"),
+    Rule(lambda a: not (a.eval_per_epoch and a.eval_interval != -1),
+         "eval_per_epoch evaluates at each epoch end: set eval_interval: -1 (or eval_per_epoch: false)",
+         keys=("eval_per_epoch", "eval_interval")),
     Rule(lambda a: a.max_epoch is not None or a.max_update is not None,
          "set max_epoch or max_update (or both: the smaller wins)", keys=("max_epoch", "max_update")),
     Rule(lambda a: not (a.save_above_score is not None and a.valid_subset is None),
@@ -149,11 +171,13 @@ TRAIN_OPTIONS: list[Any] = [
 
 
 def registry_options() -> list[Any]:
-    """task / model / loss / optimizer / lr_scheduler: each value switches on its component's options."""
+    """task / model / loss / optimizer / lr_scheduler / callbacks: each value switches on its component's
+    options."""
     from xdpx.losses import losses
     from xdpx.models import models
     from xdpx.optim import lr_schedulers, optimizers
     from xdpx.tasks import tasks
+    from xdpx.train.callbacks import callbacks
 
     return [
         Option("task", str, default="default", registry=tasks, doc="See xdpx/tasks/"),
@@ -161,4 +185,7 @@ def registry_options() -> list[Any]:
         Option("loss", str, registry=losses, doc="See xdpx/losses/"),
         Option("optimizer", str, default="adam", registry=optimizers, doc="See xdpx/optim/"),
         Option("lr_scheduler", str, default="constant", registry=lr_schedulers, doc="See xdpx/optim/"),
+        Option("callbacks", list[str], default=[], registry=callbacks,
+               doc="callbacks called at train start, after each update, evaluation and save, and at train end "
+                   "(docs/train.md, Callbacks): built-in mlflow, or your own registered from user_dir"),
     ]

@@ -12,13 +12,18 @@ from typing import Any
 
 class EvalSchedule:
     """Evaluate every ``eval_interval`` updates (``multiplier`` times less often up to
-    ``warmup`` updates), and always at the end. ``eval_interval: -1``: only at the end. Stateless."""
+    ``warmup`` updates), or at the end of every epoch (``per_epoch``), and always at the end.
+    ``eval_interval: -1`` without per_epoch: only at the end. Stateless."""
 
-    def __init__(self, eval_interval: int, warmup: int = 0, multiplier: int = 6) -> None:
+    def __init__(self, eval_interval: int, warmup: int = 0, multiplier: int = 6, per_epoch: bool = False) -> None:
         self.interval, self.warmup, self.multiplier = eval_interval, warmup, multiplier
+        self.per_epoch = per_epoch
+
+    def due_at_epoch_end(self) -> bool:
+        return self.per_epoch
 
     def due(self, num_updates: int) -> bool:
-        if self.interval <= 0 or num_updates <= 0:
+        if self.per_epoch or self.interval <= 0 or num_updates <= 0:
             return False
         interval = self.interval * self.multiplier if num_updates <= self.warmup else self.interval
         return num_updates % interval == 0
@@ -64,12 +69,13 @@ class SavePolicy:
     """Which weights checkpoints to write after an evaluation, and which earlier ones to delete.
 
     save: write at each evaluation; save_above_score: only when the score beats it; save_best_only:
-    keep only the best; save_last_only: keep only the latest; both: the best and the latest.
+    keep only the best; save_last_only: keep only the latest; both: the best and the latest;
+    keep_last: the ``keep_last`` latest and the best.
     """
 
     def __init__(self, save: bool, best_only: bool = False, last_only: bool = False,
-                 above_score: float | None = None, ascending: bool = True) -> None:
-        self.save, self.best_only, self.last_only = save, best_only, last_only
+                 above_score: float | None = None, ascending: bool = True, keep_last: int | None = None) -> None:
+        self.save, self.best_only, self.last_only, self.keep_last = save, best_only, last_only, keep_last
         self.above_score, self.ascending = above_score, ascending
         self.saved: list[int] = []  # steps whose checkpoint exists
         self.best_step: int | None = None  # the best step that was saved
@@ -98,6 +104,8 @@ class SavePolicy:
                 keep.add(self.best_step)
             if self.last_only or self.best_step is None:
                 keep.add(step)
+        elif self.keep_last is not None:
+            keep = set(self.saved[-self.keep_last:]) | ({self.best_step} if self.best_step is not None else set())
         dropped = [s for s in self.saved if s not in keep]
         self.saved = [s for s in self.saved if s in keep]
         return dropped

@@ -172,7 +172,7 @@ def plot_runs(runs: Sequence[Run], out_dir: str, figext: str = "png", walltime: 
     """Every figure for ``runs`` (the first is the main run) into ``out_dir``; the paths written."""
     main = runs[0]
     axis = Axis(main, walltime)
-    valid_subset = main.args.get("valid_subset") or "valid"
+    valid_subset = main.split_of("loss")[0]  # the first valid split; the others' columns are <split>.<metric>
     figures: list[tuple[str, Any]] = []
 
     figures.append(("loss", plot_metric(axis, runs, "loss", "loss", f"loss (train and {valid_subset})",
@@ -191,7 +191,8 @@ def plot_runs(runs: Sequence[Run], out_dir: str, figext: str = "png", walltime: 
             first_of[series] = metric
             same[metric] = []
     for metric, equal in same.items():
-        title = f"{metric} on {valid_subset}" + (" (major metric)" if metric == main.major_metric else "")
+        split, name = main.split_of(metric)
+        title = f"{name} on {split}" + (" (major metric)" if metric == main.major_metric else "")
         subtitle = f"same values, not drawn again: {', '.join(equal)}" if equal else ""
         figures.append((metric, plot_metric(axis, runs, None, metric, title, metric, subtitle=subtitle)))
     for column, (title, ylabel, log_y) in TRAIN_FIGURES.items():

@@ -16,16 +16,16 @@ from xdpx import io
 TRAIN_COLUMNS = ("epoch", "step", "samples", "loss", "grad_norm", "clip_rate", "lr", "samples_per_s",
                  "loss_scale", "batch_size", "update_freq")
 VALID_BOOKKEEPING = ("epoch", "step", "samples", "train_loss", "best_step")
-LOSS_NAMES = re.compile(r"(^|_)(loss|mse|mae|rmse|perplexity|ppl|error|err)($|_)")
+LOSS_NAMES = re.compile(r"(^|[_.])(loss|mse|mae|rmse|perplexity|ppl|error|err)($|_)")
 
 
 def is_lower_better(metric: str, ascending_metric: bool = True, major_metric: str | None = None) -> bool:
     """Direction of a metric: losses and errors are lower-is-better whatever ascending_metric says;
-    the major metric follows ascending_metric; the built-in metrics (accuracy, f1, auc, pearson...)
-    are higher-is-better."""
+    the major metric follows ascending_metric (on every valid split: ``test.<major_metric>`` too); the
+    built-in metrics (accuracy, f1, auc, pearson...) are higher-is-better."""
     if LOSS_NAMES.search(metric):
         return True
-    if major_metric is not None and metric == major_metric:
+    if major_metric is not None and major_metric in (metric, metric.split(".", 1)[-1]):
         return not ascending_metric
     return False
 
@@ -97,6 +97,21 @@ class Run:
         if self.args.get("batch_size"):
             return int(self.args["batch_size"]) * int(self.args.get("update_freq") or 1)
         return None
+
+    @property
+    def valid_splits(self) -> list[str]:
+        """The valid_subset split(s); the first one's metrics are the unprefixed columns of valid.log.tsv,
+        the others' are ``<split>.<metric>``."""
+        value = self.args.get("valid_subset")
+        return [value] if isinstance(value, str) else list(value or [])
+
+    def split_of(self, column: str) -> tuple[str, str]:
+        """(valid split, metric) of a valid.log.tsv column: ``test.accuracy`` -> (test, accuracy)."""
+        splits = self.valid_splits
+        for split in splits[1:]:
+            if column.startswith(split + "."):
+                return split, column[len(split) + 1:]
+        return (splits[0] if splits else "valid"), column
 
     def valid_metrics(self) -> list[str]:
         """Metric columns of valid.log.tsv (loss first), without the bookkeeping columns."""
