@@ -23,7 +23,7 @@ def local_run(reviews, tmp_path_factory) -> Path:
 def test_two_process_job_through_sbatch_equals_a_local_torchrun(slurm, reviews, local_run, tmp_path, monkeypatch,
                                                                 capsys):
     write_config(tmp_path / "train.hjson", reviews, "runs/slurm")
-    # x-eval reads the run that step 1 writes: left for the job by the checks, run as one process there
+    # x-eval reads the run that step 1 writes: left for the job by the checks; sharded over the 2 processes there
     (tmp_path / "eval.hjson").write_text('{save_dir: runs/slurm, valid_subset: dev, save_to_file: dev.tsv}')
     flags = ["--procs-per-node", "2", "--cpus", "2", "x-train", "train.hjson", "x-eval", "eval.hjson"]
     assert submit(monkeypatch, tmp_path, *flags) == 0

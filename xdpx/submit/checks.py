@@ -22,7 +22,7 @@ from xdpx.cli import resolve_runs, run_chain
 from xdpx.command import get_command
 from xdpx.config import builtins
 from xdpx.submit.request import JobRequest
-from xdpx.submit.script import DISTRIBUTED_COMMANDS
+from xdpx.submit.script import runs_on_every_node
 
 
 @contextlib.contextmanager
@@ -48,7 +48,7 @@ def check_steps(steps: list[tuple[str, str]], request: JobRequest) -> int:
     failed = 0
     outputs: list[tuple[int, str]] = []  # (step number, output folder) of the steps that passed
     for number, (name, path) in enumerate(steps, start=1):
-        processes = request.nodes * request.processes_per_node if name in DISTRIBUTED_COMMANDS else 1
+        processes = request.nodes * request.processes_per_node if runs_on_every_node(name) else 1
         messages = io.StringIO()
         with world_size_of_job(processes), contextlib.redirect_stdout(io.StringIO()), \
                 contextlib.redirect_stderr(messages):

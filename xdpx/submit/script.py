@@ -1,9 +1,9 @@
 """The sbatch script of a submission: one srun step per config of the chain, in order.
 
-x-train steps run on every node: srun starts one torchrun per node, and torchrun starts
-``procs_per_node`` processes there, meeting the other nodes through a c10d rendezvous hosted on the
-first node of the allocation. Other commands (x-prepro, x-eval, x-pred, x-viz...) run once, as one
-process on the first node, as they would in a local chain. The chain stops at the first failing step with
+x-train, x-eval and x-pred steps run on every node: srun starts one torchrun per node, and torchrun
+starts ``procs_per_node`` processes there, meeting the other nodes through a c10d rendezvous hosted on
+the first node of the allocation. Other commands (x-prepro, x-viz, exports) run once, as one process on
+the first node, as they would in a local chain. The chain stops at the first failing step with
 a message saying how to resume.
 """
 
@@ -14,8 +14,13 @@ import time
 
 from xdpx.submit.request import JobRequest
 
-# Commands that run as a torchrun job on every node; the others run as a single process.
-DISTRIBUTED_COMMANDS = frozenset({"x-train"})
+
+def runs_on_every_node(name: str) -> bool:
+    """Commands that take part on every process (``every_rank``: x-train, and x-eval / x-pred with their
+    sharded evaluation) run as a torchrun job on every node; the others as one process."""
+    from xdpx.command import get_command
+
+    return bool(get_command(name).every_rank)
 
 
 def job_steps(chain: list[tuple[str, list[str]]]) -> list[tuple[str, str]]:
@@ -67,7 +72,7 @@ def render_script(request: JobRequest, steps: list[tuple[str, str]], *, python: 
     for number, (name, path) in enumerate(steps, start=1):
         label = f"{name} {path}"
         lines.append(f"echo {q(f'x-submit: step {number}/{len(steps)}: {label}')}")
-        if name in DISTRIBUTED_COMMANDS:
+        if runs_on_every_node(name):
             lines.append(
                 f"srun --nodes={request.nodes} --ntasks-per-node=1 --cpus-per-task={request.cpus_per_node} "
                 f"--kill-on-bad-exit=1 \\\n"
