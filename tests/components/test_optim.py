@@ -42,6 +42,48 @@ def test_adam_is_torch_adamw_with_bias_and_layernorm_exempt_from_decay():
         torch.testing.assert_close(a, b)
 
 
+def test_adam_implementations_foreach_is_bitwise_the_loop_and_fused_agrees_to_rounding():
+    trained = {}
+    for implementation in ("for_loop", "foreach", "fused"):
+        args = make_args(optimizer="adam", weight_decay=0.1, learning_rate=0.01, adam_implementation=implementation)
+        model = Tiny()
+        optimizer = optimizers.get("adam").build(args, model)
+        group = optimizer.param_groups[0]
+        assert (bool(group["fused"]), bool(group["foreach"])) == {"fused": (True, False), "foreach": (False, True),
+                                                                  "for_loop": (False, False)}[implementation]
+        train(model, optimizer, steps=5)
+        trained[implementation] = [p.detach().clone() for p in model.parameters()]
+    for a, b in zip(trained["for_loop"], trained["foreach"]):
+        assert torch.equal(a, b)
+    for a, b in zip(trained["for_loop"], trained["fused"]):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
+def test_fused_adam_resumes_bit_for_bit_and_keeps_its_implementation():
+    args = make_args(optimizer="adam", weight_decay=0.1, learning_rate=0.01)
+    straight = Tiny()
+    train(straight, optimizers.get("adam").build(args, straight), steps=4)
+    first = Tiny()
+    optimizer = optimizers.get("adam").build(args, first)
+    train(first, optimizer, steps=2)
+    state = copy.deepcopy(optimizer.state_dict())
+    resumed = Tiny()
+    resumed.load_state_dict(first.state_dict())
+    old = optimizers.get("adam").build(make_args(optimizer="adam", weight_decay=0.1, learning_rate=0.01,
+                                                 adam_implementation="for_loop"), resumed)
+    old.load_state_dict(state)  # the saved flags win: a resumed run keeps the kernels it started with
+    assert old.param_groups[0]["fused"] is True
+    torch.manual_seed(1)
+    for _ in range(2):  # the same two batches as steps 3 and 4 of the straight run
+        torch.randn(4, 3)
+    for _ in range(2):
+        old.zero_grad()
+        resumed(torch.randn(4, 3)).pow(2).sum().backward()
+        old.step()
+    for a, b in zip(straight.parameters(), resumed.parameters()):
+        assert torch.equal(a, b)
+
+
 def test_decay_alone_shrinks_only_the_matrices():
     args = make_args(optimizer="adam", weight_decay=0.5, learning_rate=0.1)
     model = Tiny()

@@ -15,6 +15,18 @@ SPECIAL_OPTIONS = [
 ]
 
 
+def pad_multiple(args: Any) -> int:
+    """8 under fp16/bf16 on a GPU, whose tensor cores want lengths in multiples of 8; 1 otherwise. On the
+    CPU the rounding adds 13% padded tokens to MiniLM's length-bucketed batches for no faster kernels
+    (docs/benchmarks.md). The choice depends on the run's options and the machine only, so a resumed run
+    pads as the run it continues."""
+    if not (args.get("fp16") or args.get("bf16")) or args.get("cpu"):
+        return 1
+    import torch
+
+    return 8 if torch.cuda.is_available() else 1
+
+
 class BertProcessor(Processor):
     """Shared parts: special token ids, collate into input_ids / token_type_ids / attention_mask."""
 
@@ -28,8 +40,7 @@ class BertProcessor(Processor):
 
     def __init__(self, args: Any, data_dir: str | None = None) -> None:
         super().__init__(args, data_dir)
-        # Tensor cores (and CPU bf16 kernels) want sequence lengths in multiples of 8 under fp16/bf16.
-        self.pad_multiple = 8 if (args.get("fp16") or args.get("bf16")) else 1
+        self.pad_multiple = pad_multiple(args)
         indices = {w: self.dictionary.special_index(w) for w in self.special_words(args)}
         missing = [w for w, i in indices.items() if i is None]
         if missing:
@@ -53,7 +64,7 @@ class BertProcessor(Processor):
         return " ".join(self.dictionary.string(sample["input_ids"]))
 
     def pad(self, arrays: list[Any], pad_value: int | None = None) -> Any:
-        """Pad to the longest sample, rounded up to pad_multiple (8 under fp16/bf16)."""
+        """Pad to the longest sample, rounded up to pad_multiple (8 under fp16/bf16 on a GPU)."""
         import torch
 
         padded = super().pad(arrays, pad_value)

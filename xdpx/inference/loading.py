@@ -177,6 +177,10 @@ def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> Lo
     else:
         say(f"no checkpoint: the model as initialised by {args.config} with seed {args.seed}")
     model = model.to(device).eval()
+    if args.compile:
+        from xdpx.train.compiling import compile_module
+
+        compile_module(model, say)
     processor = component("processor")(run_args, data_dir=processor_dir(args, run_args))
     batch_size = args.batch_size or run_args.get("valid_batch_size") or run_args.batch_size
     return LoadedModel(run_args, task, model, processor, device,

@@ -40,6 +40,9 @@ LOAD_OPTIONS: list[Any] = [
     Option("cuda", bool, default=_cuda_available, default_doc="torch.cuda.is_available()",
            doc="run on the GPU"),
     Option("seed", int, default=1, doc="seed of the model's initialisation in config mode (and of torch)"),
+    Option("compile", bool, default=False,
+           doc="compile the model with torch.compile (inductor): pays on large inputs, costs a compilation "
+               "per new batch shape first; without a C++ compiler a warning is logged and it runs eagerly"),
     Rule(lambda a: (a.save_dir is None) != (a.config is None),
          "set exactly one of save_dir (a run directory) and config (a training config)",
          keys=("save_dir", "config")),

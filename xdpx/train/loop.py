@@ -114,6 +114,10 @@ class Trainer:
             else:
                 self._load_pretrained(module, a.pretrained_model)
         self.module = module.to(ctx.device)
+        if a.compile:  # in place: the state_dict keys stay the model's own
+            from xdpx.train.compiling import compile_module
+
+            compile_module(self.module, self.log.info)
         self.processor = component("processor")(a)
         self.optimizer = component("optimizer").build(a, self.module)
         self.scaler = DynamicLossScaler(a.fp16_init_scale, tolerance=a.fp16_scale_tolerance,

@@ -91,6 +91,11 @@ TRAIN_OPTIONS: list[Any] = [
            children={True: FP16_OPTIONS}),
     Option("bf16", bool, default=False, doc="bf16 autocast (CUDA, or CPU); no loss scaling needed"),
     *LEGACY_FP16_OPTIONS,
+    Option("compile", bool, default=False,
+           doc="compile the model with torch.compile (inductor) for training and evaluation (addition); "
+               "the first batches and new batch shapes take longer while kernels are built. Needs a C++ "
+               "compiler: without one a warning is logged and the model runs eagerly. Checkpoints and "
+               "resume are the same either way"),
     # logging and evaluation
     Option("log_interval", int, default=10, validate=_positive, validate_msg="must be > 0",
            doc="updates between rows of train.log.tsv"),
