@@ -48,6 +48,20 @@ def train(tmp_path: Path, data_dir: Path, name: str, **config: Any) -> Path:
     return save_dir
 
 
+def train_fresh(tmp_path: Path, data_dir: Path, name: str, **config: Any) -> Path:
+    """x-train in a fresh Python process (compiled kernels and floating-point state of its own)."""
+    save_dir = tmp_path / name
+    path = tmp_path / f"{name}.{len(list(tmp_path.glob(name + '.*.hjson')))}.hjson"
+    path.write_text(json.dumps({"__parent__": "${data_dir}/meta", "data_dir": str(data_dir),
+                                "save_dir": str(save_dir), **CONFIG, **config}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", "import sys; from xdpx.cli import run_chain; "
+                           f"sys.exit(run_chain(['x-train', {str(path)!r}]))"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return save_dir
+
+
 def state(save_dir: Path) -> dict[str, Any]:
     from xdpx.train.checkpoints import load_torch
 
@@ -70,19 +84,14 @@ def test_compiled_training_matches_eager_resumes_exactly_and_evaluates(tmp_path,
         torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-5, msg=key)
     assert abs(float(last_eval(compiled)["loss"]) - float(last_eval(eager)["loss"])) < 1e-4
 
-    paused = train(tmp_path, reviews, "resumed", compile=True, train_steps=1)
+    # the exactness of resume between fresh processes, as after a kill: nothing compiled by one process is
+    # reused by the next (and the pytest process, which loaded every other test's libraries, is left out)
+    straight_run = train_fresh(tmp_path, reviews, "straight", compile=True)
+    paused = train_fresh(tmp_path, reviews, "resumed", compile=True, train_steps=1)
     assert state(paused)["counters"]["num_updates"] == 1
-    # resumed in a fresh process, as after a kill: nothing compiled by this one is reused
-    config = tmp_path / "resume.hjson"
-    config.write_text(json.dumps({"__parent__": "${data_dir}/meta", "data_dir": str(reviews), "save_dir": str(
-        tmp_path / "resumed"), **CONFIG, "compile": True, "resume": True}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", "import sys; from xdpx.cli import run_chain; "
-                           f"sys.exit(run_chain(['x-train', {str(config)!r}]))"], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    train_fresh(tmp_path, reviews, "resumed", compile=True, resume=True)
     resumed = tmp_path / "resumed"
-    straight, again = state(compiled)["model"], state(resumed)["model"]
+    straight, again = state(straight_run)["model"], state(resumed)["model"]
     assert [key for key in straight if not torch.equal(straight[key], again[key])] == []
 
     config = tmp_path / "eval.hjson"
