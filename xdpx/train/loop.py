@@ -205,7 +205,7 @@ class Trainer:
                  f"{self.total_updates} updates of {self.update_size} samples, from update {self.num_updates}")
         progress = Progress(self.total_updates, self.num_updates, self.context.is_main)
         log.progress = progress
-        self.callbacks.call("on_train_start", self._run_info())
+        self.callbacks.call("on_train_start", self._run_info)
         stop = self._stop_reason()
         while stop is None:
             self.processor.set_epoch(self.epoch)
@@ -226,7 +226,7 @@ class Trainer:
                 if stats is not None and self.num_updates % a.log_interval == 0:
                     self._log_train_row()
                 if stats is not None:
-                    self.callbacks.call("on_update", self._run_info(), stats)
+                    self.callbacks.call("on_update", self._run_info, stats)
                 requested = self.callbacks.take_evaluation_request()  # a callback asked for one
                 if stats is not None and (self.eval_schedule.due(self.num_updates) or requested):
                     self._evaluate_and_save()
@@ -260,7 +260,7 @@ class Trainer:
                  f"{self.num_updates} updates, {self.samples_seen} samples; best {a.major_metric} "
                  f"{self.early_stopping.best_score} at update {self.early_stopping.best_step}; training time "
                  f"{t['total']:.1f}s, of which forward/backward/step {t['compute']:.1f}s, batching {t['data']:.1f}s")
-        self.callbacks.call("on_train_end", self._run_info(), status)
+        self.callbacks.call("on_train_end", self._run_info, status)
         self.close()
 
     def _stop_reason(self) -> str | None:
@@ -473,7 +473,8 @@ class Trainer:
 
     def _evaluate_with_auto_ga(self, data: Any) -> dict[str, float]:
         """Loss and metrics on ``data`` (with several processes each scores its share of the batches and the
-        outputs are gathered: every rank gets the one-process numbers). With auto_ga, out-of-memory halves the evaluation batch and starts the evaluation again."""
+        outputs are gathered: every rank gets the one-process numbers). With auto_ga, out-of-memory halves
+        the evaluation batch and starts the evaluation again."""
         while True:
             try:
                 return self._evaluate(data, self.valid_batch_size)
@@ -513,7 +514,7 @@ class Trainer:
                     self.samples_seen, score, self.early_stopping.best_score, self.early_stopping.best_step)
                 if self.pruned:
                     self.log.info(f"x-tune: the pruner stops this trial at update {step}")
-            self.callbacks.call("on_evaluation", self._run_info(), row)
+            self.callbacks.call("on_evaluation", self._run_info, row)
         self.eval_meter.reset()
         self.last_eval_step = step
         if self.save_policy.should_save(score, is_best, final):
@@ -580,7 +581,7 @@ class Trainer:
                 path = io.join(self.save_dir, name)
                 if self.context.is_main and io.exists(path):
                     io.remove(path)
-        self.callbacks.call("on_save", self._run_info(), io.join(self.save_dir, checkpoint_name(step)))
+        self.callbacks.call("on_save", self._run_info, io.join(self.save_dir, checkpoint_name(step)))
 
     # ---- state -------------------------------------------------------------------------------------
     def _state_dict(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ state, so a resumed run calls its callbacks with the state they had (bit-for-bit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +105,12 @@ class Callbacks:
         self.items = [(name, callbacks.get(name)(args)) for name in names]
         self.control = Control()
 
-    def call(self, hook: str, run: RunInfo, *arguments: Any) -> None:
+    def call(self, hook: str, run_info: Callable[[], RunInfo], *arguments: Any) -> None:
+        """Call ``hook`` of every callback; ``run_info`` makes the RunInfo, only when there are callbacks
+        (the loop calls this after every update)."""
+        if not self.items:
+            return
+        run = run_info()
         for _name, callback in self.items:
             getattr(callback, hook)(run, *arguments)
 
