@@ -11,7 +11,6 @@ import glob
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -22,7 +21,7 @@ import pytest
 
 from xdpx.cli import run_chain
 from xdpx.io import testing
-from xdpx.io.testing import fake_aws_env, start_moto_server, use_s3_endpoint
+from xdpx.io.testing import fake_aws_env, free_port, start_moto_server, use_s3_endpoint
 
 BUCKET = "xdpx-io-test"
 
@@ -103,12 +102,6 @@ def postgres_bin() -> str | None:
         if folder and all(os.path.exists(os.path.join(folder, tool)) for tool in ("initdb", "pg_ctl")):
             return folder
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _unavailable(reason: str) -> None:

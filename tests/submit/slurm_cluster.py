@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -18,17 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from xdpx.io.testing import free_port
+
 TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "srun")
 
 
 def missing_tools() -> list[str]:
     return [tool for tool in TOOLS if shutil.which(tool) is None]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _memory_mb() -> int:
@@ -126,7 +121,7 @@ def start_cluster(timeout: float = 30) -> SlurmCluster:
     os.chmod(root / "run", 0o755)
     (root / "plugstack.conf").write_text("")  # not Debian's /etc/slurm/plugstack.conf
     conf = root / "slurm.conf"
-    conf.write_text(SLURM_CONF.format(root=root, ctld_port=_free_port(), slurmd_port=_free_port(),
+    conf.write_text(SLURM_CONF.format(root=root, ctld_port=free_port(), slurmd_port=free_port(),
                                       cpus=os.cpu_count() or 1, memory_mb=_memory_mb()))
     cluster = SlurmCluster(root, conf)
     env = cluster.env()

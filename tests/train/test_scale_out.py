@@ -14,6 +14,7 @@ import torch
 from train_helpers import write_config
 
 from xdpx.cli import run_chain
+from xdpx.io.testing import free_port
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -122,14 +123,6 @@ def test_x_train_starts_its_processes_and_auto_ga_switches_every_rank_together(r
     rows = (tmp_path / "ddp" / "train.log.tsv").read_text().splitlines()
     assert rows[1].split("\t")[rows[0].split("\t").index("batch_size")] == "4"
     assert_weights_equal(tmp_path / "ddp", one_process_weights)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_nodes_with_c10d_rendezvous_equal_one_process_with_the_doubled_batch(reviews, tmp_path,

@@ -64,3 +64,12 @@ def use_s3_endpoint(endpoint_url: str, bucket: str | None = None) -> None:
     )
     if bucket and not exists(f"s3://{bucket}"):
         makedirs(f"s3://{bucket}")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a server a test starts: PostgreSQL, Slurm, a rendezvous)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
