@@ -41,6 +41,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("XDPX_REQUIRE_TF=1 but no test marked tf was selected")
 
 
+@pytest.fixture(autouse=True)
+def keep_torch_threads() -> Iterator[None]:
+    """Give torch its thread count back after each test. x-serve's ``threads`` (load_predictor,
+    load_onnx_predictor) sets the count for the whole process, as a server wants; in the pytest process it
+    made later in-process trainings use 1 thread, and a reduction split over another number of threads
+    rounds differently: last-bit different weights than the same training in a fresh process."""
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """A moto S3 server for the session, with fake AWS credentials and ``s3://xdpx-io-test`` created.

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from train_helpers import final_weights, train, write_config
+from train_helpers import assert_same_weights, final_weights, train, write_config
 
 from xdpx.train.callbacks.mlflow import STORE_FILE
 
@@ -133,30 +133,24 @@ def test_features_stay_exact_across_sigkill_and_resume(reviews, reference, tmp_p
     assert run_runner(config, "eval", 3) == -signal.SIGKILL
     assert run_runner(config, "never", 0) == 0
     run = tmp_path / "run"
-    # The weights: to float32 rounding. Bitwise equality of the plain loop is tests/train/test_resume.py's; in
-    # 2 of about 10 runs of this test on a heavily shared machine the resumed weights differed from the
-    # reference by at most 4e-7 (never in 9 kill/resume sequences run by hand), cause not found yet.
-    import torch
+    # Bit for bit, as the plain loop (tests/train/test_resume.py). Every process here has the same CPU thread
+    # count (state.pt records it): another count rounds reductions differently.
+    from xdpx.train.checkpoints import load_torch
 
-    weights, expected = final_weights(run), final_weights(reference)
-    assert weights.keys() == expected.keys()
-    for key in weights:
-        torch.testing.assert_close(weights[key], expected[key], rtol=0, atol=1e-5, msg=key)
-    from xdpx.viz.runs import read_tsv
-
-    rows, expected_rows = read_tsv(str(run / "valid.log.tsv")), read_tsv(str(reference / "valid.log.tsv"))
-    assert [list(r) for r in rows] == [list(r) for r in expected_rows]  # same columns, same evaluations
-    assert rows == [{k: pytest.approx(v, rel=1e-4) for k, v in r.items()} for r in expected_rows]
+    threads = {load_torch(str(r / "state.pt"))["counters"]["cpu_threads"] for r in (run, reference)}
+    assert len(threads) == 1, threads
+    assert_same_weights(final_weights(run), final_weights(reference))
+    assert (run / "valid.log.tsv").read_text() == (reference / "valid.log.tsv").read_text()
     assert (run / "checkpoints.json").read_text() == (reference / "checkpoints.json").read_text()
     assert sorted(p.name for p in run.glob("checkpoint-*.pt")) == sorted(p.name for p in reference.glob("checkpoint-*.pt"))
     recorded, expected_record = json.loads((run / "recorder.json").read_text()), json.loads((reference / "recorder.json").read_text())
     assert recorded["updates"] == expected_record["updates"] == 45  # the callback's state came back from state.pt
     assert recorded["saves"] == expected_record["saves"]
-    assert recorded["loss_sum"] == pytest.approx(expected_record["loss_sum"], rel=1e-5)
+    assert recorded["loss_sum"] == expected_record["loss_sum"]
     assert [step for step, _ in recorded["evaluations"]] == [5, 15, 30, 45]
     history = metric_history(run, "accuracy")  # one MLflow run, no step logged twice
     assert [step for step, _ in history] == [5, 15, 30, 45]
-    assert history == [(step, pytest.approx(value, rel=1e-4)) for step, value in metric_history(reference, "accuracy")]
+    assert history == metric_history(reference, "accuracy")
 
 
 def git(repo: Path, *arguments: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -22,9 +23,9 @@ RESUME_CONFIG = {"resume": True, "save_best_only": True, "save_last_only": True,
                  "eval_interval": 7, "log_interval": 3}
 
 
-def run_runner(config: Path, where: str, n: int) -> int:
+def run_runner(config: Path, where: str, n: int, env: dict[str, str] | None = None) -> int:
     return subprocess.run([sys.executable, str(RUNNER), str(config), where, str(n)], capture_output=True,
-                          text=True, timeout=120).returncode
+                          text=True, timeout=120, env=None if env is None else {**os.environ, **env}).returncode
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +75,8 @@ def test_sigkill_at_random_times_then_resume(reviews, reference, tmp_path):
 def test_train_steps_pauses_and_resume_continues_exactly(reviews, reference, tmp_path):
     save_dir = tmp_path / "run"
     staged = write_config(tmp_path / "stage1.hjson", reviews, save_dir, **RESUME_CONFIG, train_steps=12)
-    # each stage in a fresh process, as x-train runs and as the reference ran: the pytest process has
-    # loaded every other test's libraries, and its floating-point state need not be a fresh process's
+    # each stage in a fresh process, as x-train runs and as the reference ran (a test may have changed the
+    # pytest process's torch thread count, and the thread count changes the last bits: see below)
     assert run_runner(staged, "never", 0) == 0
     state = load_torch(str(save_dir / "state.pt"))
     assert state["counters"]["num_updates"] == 12 and not state["counters"]["finished"]
@@ -83,6 +84,19 @@ def test_train_steps_pauses_and_resume_continues_exactly(reviews, reference, tmp
     assert run_runner(write_config(tmp_path / "stage2.hjson", reviews, save_dir, **RESUME_CONFIG), "never", 0) == 0
     assert_same_weights(final_weights(save_dir), final_weights(reference))
     assert (save_dir / "valid.log.tsv").read_text() == (reference / "valid.log.tsv").read_text()
+
+
+def test_resume_on_another_cpu_thread_count_says_it_is_not_bitwise(reviews, tmp_path):
+    save_dir = tmp_path / "run"
+    staged = write_config(tmp_path / "stage1.hjson", reviews, save_dir, **RESUME_CONFIG, train_steps=12)
+    assert run_runner(staged, "never", 0, env={"OMP_NUM_THREADS": "1"}) == 0
+    assert load_torch(str(save_dir / "state.pt"))["counters"]["cpu_threads"] == 1
+    resumed = write_config(tmp_path / "stage2.hjson", reviews, save_dir, **RESUME_CONFIG)
+    assert run_runner(resumed, "never", 0, env={"OMP_NUM_THREADS": "2"}) == 0
+    log = (save_dir / "log.txt").read_text()
+    assert ("warning: resume: the run trained with 1 CPU threads, this process has 2: the result will match the "
+            "uninterrupted run only to float rounding; set OMP_NUM_THREADS=1 for bit-for-bit") in log
+    assert log.count("warning: resume") == 1
 
 
 def test_resume_of_a_finished_run_does_nothing(reviews, tmp_path):
