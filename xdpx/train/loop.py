@@ -33,6 +33,7 @@ from xdpx.train.checkpoints import (
     write_index,
 )
 from xdpx.train.checks import STATE_FILE, available_splits, match_subsets, subsets
+from xdpx.train.cpu_memory import keep_freed_memory
 from xdpx.train.logs import Progress, RunLog, TsvLog
 from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
 from xdpx.train.precision import DynamicLossScaler, LossScaleError, autocast, overflowing_parameters
@@ -114,6 +115,8 @@ class Trainer:
             else:
                 self._load_pretrained(module, a.pretrained_model)
         self.module = module.to(ctx.device)
+        if ctx.device.type == "cpu":  # reuse the large blocks every update frees (xdpx/train/cpu_memory.py)
+            keep_freed_memory()
         if a.compile:  # in place: the state_dict keys stay the model's own
             from xdpx.train.compiling import compile_module
 
