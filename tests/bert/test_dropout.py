@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from xdpx.models.bert import attention_with_dropout
+from xdpx.models.bert import written_out_attention, written_out_is_faster
 from xdpx.models.modules.dropout import Dropout, dropout
 
 
@@ -51,11 +51,10 @@ def test_written_out_attention_equals_sdpa():
     mask = torch.ones(3, 1, 1, 9, dtype=torch.bool)
     mask[0, ..., 5:] = False
     mask[2, ..., 1:] = False
-    # p under 2^-16 drops nothing, so the result is the attention itself
-    got = attention_with_dropout(q, k, v, mask, 1e-9)
+    got = written_out_attention(q, k, v, mask)
     torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-6, rtol=1e-5)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        low = attention_with_dropout(q, k, v, mask, 1e-9)
+        low = written_out_attention(q, k, v, mask)
     assert low.dtype == torch.bfloat16
     torch.testing.assert_close(low.float(), got, atol=0.05, rtol=0.05)
 
@@ -67,7 +66,15 @@ def test_attention_dropout_zeroes_whole_probabilities():
     v = torch.eye(6).expand(2, 1, 6, 6)
     probs = torch.softmax(q @ k.transpose(-1, -2) / 6 ** 0.5, dim=-1)
     torch.manual_seed(2)
-    got = attention_with_dropout(q, k, v, None, 0.5)
+    got = written_out_attention(q, k, v, None, 0.5)
     kept = got != 0
     assert 0 < int(kept.sum()) < kept.numel()
     torch.testing.assert_close(got[kept], (probs * 2)[kept])
+
+
+def test_written_out_attention_is_chosen_where_it_is_faster():
+    q32, q16 = torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2, dtype=torch.bfloat16)
+    assert written_out_is_faster(q32, 0.1) and written_out_is_faster(q16, 0.0)
+    assert not written_out_is_faster(q32, 0.0)  # fp32 without dropout: SDPA's flash kernel
+    with torch.no_grad():  # inference: SDPA
+        assert not written_out_is_faster(q16, 0.1)
