@@ -9,7 +9,10 @@ Every side fine-tunes the same pretrained MiniLM (batch 32, max_len 128) for ``-
 of the English polarity training split (3,200 sentences: 100 updates an epoch) with AdamW (lr 5e-5, no
 decay, torch's fused kernel), clipping at 5.0, dropout as in the model's config:
 
-- x-train: the whole loop (x-prepro'd data, batching by length, collate, autocast, normalisation, logs);
+- x-train: the whole loop (x-prepro'd data, batching by length, collate, autocast, normalisation, logs).
+  On the CPU it raises glibc's mmap / trim thresholds (xdpx/train/cpu_memory.py), a process-wide
+  setting: every side timed after x-train's first run (all of them: sides run after it in repeat 1) runs
+  with it too, so the ratios do not count it;
 - hand loop: the textbook ``zero_grad / forward / loss / backward / clip / step`` on the very batches
   x-train trains on (its update groups, collated by its processor, collated before the clock starts);
   ``--sides ... hand_hf`` adds the same loop with transformers' BertForSequenceClassification;
@@ -331,6 +334,9 @@ def main(argv: list[str] | None = None) -> None:
             args = make_args(data_dir, os.path.join(folder, f"run-{precision}"), options.epochs, bf16, options.compile)
             batches = xtrain_batches(args, options.epochs)
             print(f"{precision}: {len(batches)} updates per side; load average {load_average()}", flush=True)
+            if options.sides[0] != "xtrain":
+                print("note: x-train is not the first side: sides timed before its first run have glibc's "
+                      "default mmap threshold (see the docstring)", flush=True)
             run_hand(args, batches[:3], False, device)  # shared warm-up (allocator, kernels, weights cache)
             results: dict[str, list[tuple[float, int, Shapes]]] = {side: [] for side in options.sides}
             for repeat in range(options.repeats):

@@ -32,6 +32,7 @@ from torch.utils.checkpoint import checkpoint
 from xdpx.models import models
 from xdpx.models.bert_options import ARCHITECTURE_OPTIONS, HEAD_OPTIONS, PRETRAINED_OPTIONS, SIAMESE_OPTIONS
 from xdpx.models.modules.base import num_outputs
+from xdpx.models.modules.dropout import Dropout, dropout
 from xdpx.tasks.freelb import Perturbable
 
 ACTIVATIONS = {
@@ -47,7 +48,7 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
         self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
-        self.dropout = nn.Dropout(c.hidden_dropout_prob)
+        self.dropout = Dropout(c.hidden_dropout_prob)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(input_ids.size(1), device=input_ids.device)
@@ -73,9 +74,38 @@ class BertSelfAttention(nn.Module):
         weight = torch.cat((self.query.weight, self.key.weight, self.value.weight))
         bias = torch.cat((self.query.bias, self.key.bias, self.value.bias))
         q, k, v = F.linear(x, weight, bias).view(b, t, 3, self.heads, self.head_size).permute(2, 0, 3, 1, 4)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                             dropout_p=self.dropout_p if self.training else 0.0)
+        dropout_p = self.dropout_p if self.training else 0.0
+        if written_out_is_faster(q, dropout_p):
+            out = written_out_attention(q, k, v, mask, dropout_p)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         return out.transpose(1, 2).reshape(b, t, h)
+
+
+def written_out_is_faster(q: torch.Tensor, dropout_p: float) -> bool:
+    """Whether :func:`written_out_attention` beats SDPA: on the CPU, when gradients are computed and there
+    is attention dropout or q is not fp32. torch's CPU SDPA kernels have no dropout: training with it fell
+    to SDPA's math path (bf16 upcast to fp32, so its matmuls missed AMX; a bernoulli_ mask). Without
+    dropout, its flash kernel's backward is slow in bf16: [32, 12, 34, 32] forward + backward took 52-55 ms
+    against 9-18 ms written out (one thread), while in fp32 (7 ms) and without gradients it is the faster.
+    Compiled and traced code keeps SDPA (inductor fuses it; exports keep one op)."""
+    if q.device.type != "cpu" or not torch.is_grad_enabled():
+        return False
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return False
+    return dropout_p > 0 or q.dtype != torch.float32
+
+
+def written_out_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                          p: float = 0.0) -> torch.Tensor:
+    """SDPA (with dropout ``p`` on the attention probabilities) as matmul, softmax, dropout, matmul: the
+    matmuls run in the autocast dtype, the softmax in fp32 (as HF's eager attention), the dropout mask
+    from xdpx's cheaper CPU dropout (xdpx/models/modules/dropout.py)."""
+    scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-1, -2))
+    if mask is not None:  # True = attend; a finite minimum keeps an all-padding row finite (uniform)
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
+    return torch.matmul(dropout(probs, p) if p > 0 else probs, v)
 
 
 class BertSelfOutput(nn.Module):
@@ -83,7 +113,7 @@ class BertSelfOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(width, c.hidden_size)
         self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
-        self.dropout = nn.Dropout(c.hidden_dropout_prob)
+        self.dropout = Dropout(c.hidden_dropout_prob)
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(x)) + residual)
@@ -291,7 +321,7 @@ class BertClassifierBase(BertBase):
         super().__init__(args)
         self.num_outputs = num_outputs(args)
         p = args.classifier_dropout if args.classifier_dropout is not None else args.hidden_dropout_prob
-        self.dropout = nn.Dropout(p)
+        self.dropout = Dropout(p)
         self.classifier = nn.Linear(self.feature_size(args), self.num_outputs)
 
     def feature_size(self, args: Any) -> int:

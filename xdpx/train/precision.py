@@ -69,3 +69,12 @@ def overflowing_parameters(model: torch.nn.Module, limit: int = 10) -> list[str]
     names = [name for name, p in model.named_parameters()
              if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
     return names[:limit] + ([f"... and {len(names) - limit} more"] if len(names) > limit else [])
+
+
+def gradient_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The 2-norm of all ``grads`` together (clip_grad_norm_'s total norm), without scaling them."""
+    if hasattr(torch.nn.utils, "get_total_norm"):  # torch >= 2.6
+        return torch.nn.utils.get_total_norm(grads)
+    if not grads:
+        return torch.tensor(0.0)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))

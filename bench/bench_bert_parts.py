@@ -1,0 +1,151 @@
+"""Where a MiniLM fine-tuning update spends its time, outside any trainer: the ceiling of bench_bert.py.
+
+    python bench/bench_bert_parts.py [--threads 1] [--precision fp32 bf16] [--updates 40]
+
+On x-train's own batches (batch 32, max_len 128, English polarity, padded to the longest sample) it times,
+for each precision, in one process, with the parts alternating batch by batch:
+
+- ``matmuls only``: the encoder's matrix products of each batch and nothing else (forward: QKV, attention
+  scores and values, attention output, the two feed-forward products; backward: two products for each
+  of them), in the autocast dtype, on random tensors of the batch's shapes;
+- ``forward + backward``: our BERT (bert_classification) with its loss, no optimizer (dropout on);
+- ``forward + backward, no dropout``: the same in eval mode (no dropout; autograd still on);
+- ``update``: forward + backward + clip + fused AdamW step, as the hand loop of bench_bert.py.
+
+Each line gives ms per update (median over the batches), model GFLOP/s (bench_bert.py's count: 6 x matmul
+parameters x padded tokens plus attention) and its share of the matmul peak measured in the same process
+(2048^3, after warm-up). The gap between ``matmuls only`` and the peak is what the matrix sizes cost;
+the gap between ``matmuls only`` and ``update`` is the non-matmul work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench.bench_bert import (  # noqa: E402
+    LR,
+    build_model,
+    cpu_description,
+    load_average,
+    make_args,
+    matmul_peak,
+    prepare_data,
+    shapes_of,
+    xtrain_batches,
+)
+
+
+def matmul_shapes(rows: int, length: int, model: Any) -> list[tuple[int, int, int, int]]:
+    """(batch, m, k, n) of every matrix product of one forward and backward of the encoder."""
+    bert = model.bert
+    hidden = bert.embeddings.word_embeddings.embedding_dim
+    inter = bert.encoder.layer[0].intermediate.dense.out_features
+    heads = bert.encoder.layer[0].attention.self.heads
+    head = hidden // heads
+    n = rows * length
+    forward = [(1, n, hidden, 3 * hidden), (rows * heads, length, head, length), (rows * heads, length, length, head),
+               (1, n, hidden, hidden), (1, n, hidden, inter), (1, n, inter, hidden)]
+    shapes = []
+    for b, m, k, nn_ in forward:  # y = x w: forward, dx = dy w^T, dw = x^T dy
+        shapes += [(b, m, k, nn_), (b, m, nn_, k), (b, k, m, nn_)]
+    return shapes * len(bert.encoder.layer)
+
+
+def time_matmuls(shapes: list[tuple[int, int, int, int]], dtype: Any) -> float:
+    import torch
+
+    operands = [(torch.randn(b, m, k, dtype=dtype), torch.randn(b, k, n, dtype=dtype)) for b, m, k, n in shapes]
+    start = time.perf_counter()
+    for a, w in operands:
+        torch.bmm(a, w) if a.size(0) > 1 else torch.mm(a[0], w[0])
+    return time.perf_counter() - start
+
+
+def measure(precision: str, data_dir: str, folder: str, updates: int) -> None:
+    """Time the parts of one precision, alternating batch by batch, and print their table."""
+    import torch
+    import torch.nn.functional as F
+
+    bf16 = precision == "bf16"
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    args = make_args(data_dir, os.path.join(folder, f"run-{precision}"), 1, bf16)
+    batches = xtrain_batches(args, 1)[: updates + 3]
+    model = build_model(args, False, torch.device("cpu"))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0, fused=True)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
+    def forward_backward(batch: dict[str, Any], train: bool) -> None:
+        model.train(train)
+        optimizer.zero_grad(set_to_none=True)
+        with autocast:
+            loss = F.cross_entropy(model(**batch["net_input"]).float(), batch["target"])
+        loss.backward()
+
+    def update(batch: dict[str, Any]) -> None:
+        forward_backward(batch, True)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+
+    def timed(run: Any) -> Any:
+        def part(batch: dict[str, Any]) -> float:
+            start = time.perf_counter()
+            run(batch)
+            return time.perf_counter() - start
+        return part
+
+    parts = {
+        "matmuls only": lambda b: time_matmuls(matmul_shapes(*b["net_input"]["input_ids"].shape, model), dtype),
+        "forward + backward": timed(lambda b: forward_backward(b, True)),
+        "forward + backward, no dropout": timed(lambda b: forward_backward(b, False)),
+        "update (+ clip + fused AdamW)": timed(update),
+    }
+    times: dict[str, list[float]] = {name: [] for name in parts}
+    for i, batch in enumerate(batches):
+        for name, run in parts.items():
+            seconds = run(batch)  # the matmuls' random operands are made before their clock starts
+            if i >= 3:
+                times[name].append(seconds)
+    peak = statistics.median(matmul_peak(torch.device("cpu"), dtype))
+    shapes = shapes_of(batches[3:])
+    flops = shapes.flops(model) / len(shapes.batches)
+    print(f"\n{precision}: {len(shapes.batches)} batches, {shapes.padded / len(shapes.batches):.0f} padded tokens per "
+          f"batch, {flops / 1e9:.1f} GFLOP per update; matmul peak (2048^3) {peak / 1e9:.0f} GFLOP/s; load average "
+          f"{load_average()}")
+    print("| part | ms per update (median) | model GFLOP/s | share of matmul peak |")
+    print("| --- | --- | --- | --- |")
+    for name, values in times.items():
+        seconds = statistics.median(values)
+        print(f"| {name} | {seconds * 1e3:.1f} | {flops / seconds / 1e9:.0f} | {flops / seconds / peak:.0%} |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    parser.add_argument("--updates", type=int, default=40, help="batches timed per part (after 3 warm-up)")
+    options = parser.parse_args(argv)
+    import torch
+
+    if options.threads:
+        torch.set_num_threads(options.threads)
+    print(f"MiniLM update parts, cpu ({torch.get_num_threads()} threads), torch {torch.__version__}\n"
+          f"CPU: {cpu_description()}\nload average at start: {load_average()}", flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        data_dir = prepare_data(folder)
+        for precision in options.precision:
+            measure(precision, data_dir, folder, options.updates)
+    print(f"load average at end: {load_average()}")
+
+
+if __name__ == "__main__":
+    main()

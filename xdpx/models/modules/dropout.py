@@ -1,0 +1,52 @@
+"""Dropout whose mask is cheap to draw on the CPU.
+
+torch's CPU dropout draws its mask with ``bernoulli_``, one mt19937 draw converted to a double per
+element: on MiniLM (hidden 384, 13 hidden and 6 attention dropouts an update) that was 10-11% of a
+bf16 update (torch.profiler, issue 18), more than the attention's matmuls. Here one 32-bit draw
+(``random_`` on int32: uniform on [0, 2^31)) gives two 15-bit uniform numbers, and an element is kept
+when its number is at least ``round(p * 2^15)``: the mask costs a quarter of the draws and no float
+conversion (the mask alone: ~1.3 ms against ~8.5 ms for 418k elements, one thread).
+
+The drop probability is ``p`` rounded to a multiple of 2^-15 (0.1 -> 0.100006) and kept elements are
+scaled by the inverse of the real keep probability, so the expectation is exact as in torch's dropout.
+The masks come from torch's CPU generator: seeding, ``fork_rng``, activation checkpointing's RNG
+restore and resume behave as with ``nn.Dropout``. On other devices (CUDA has a fused Philox kernel) and
+inside torch.compile (inductor draws its own Philox numbers in the fused kernel) it is torch's dropout.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+_BITS = 15
+_LEVELS = 1 << _BITS
+
+
+def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    """``F.dropout(x, p, training)`` with the CPU mask drawn as described in the module's docstring."""
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu" or p >= 1.0 or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return F.dropout(x, p, True)
+    dropped = round(p * _LEVELS)
+    if dropped == 0:  # p < 2^-16: nothing would ever be dropped at this resolution
+        return F.dropout(x, p, True)
+    n = x.numel()
+    # int32 random_ covers [0, 2^31): the low int16 half is 16 random bits, the high one 15 (its sign
+    # bit is 0); keeping 15 bits of each gives two uniform numbers on [0, 2^15) per draw
+    halves = torch.empty((n + 1) // 2, dtype=torch.int32).random_().view(torch.int16)[:n]
+    keep = halves.bitwise_and_(_LEVELS - 1).ge_(dropped).view(x.shape)
+    scale = _LEVELS / (_LEVELS - dropped)
+    # the mask in x's dtype, like torch's dropout (its noise tensor is x's dtype too)
+    return x * keep.to(x.dtype).mul_(scale)
+
+
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` with :func:`dropout`'s cheaper CPU mask (same options, no state)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.inplace:
+            return super().forward(x)
+        return dropout(x, self.p, self.training)
