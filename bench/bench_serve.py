@@ -100,6 +100,24 @@ def minilm_run(work: str) -> tuple[str, str, list[str], int]:
     return save_dir, exported, texts, max_len
 
 
+def onnx_export(work: str, save_dir: str) -> str:
+    """The run exported with x-script export_onnx (x-serve serves such a folder through onnxruntime)."""
+    from xdpx.cli import x_script
+
+    exported = os.path.join(work, "export", os.path.basename(save_dir) + "_onnx")
+    if not os.path.exists(os.path.join(exported, "model.onnx")):
+        config = write_json(os.path.join(work, f"export_onnx_{os.path.basename(save_dir)}.hjson"),
+                            {"save_dir": save_dir, "out_dir": exported})
+        assert x_script(["export_onnx", config]) == 0
+    return exported
+
+
+def cpu_model() -> str:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    return names[0] if names else "unknown"
+
+
 # ---- the servers ---------------------------------------------------------------------------------------
 def old_server_script(work: str, rev: str) -> str:
     path = os.path.join(work, "old_serve.py")
@@ -143,7 +161,10 @@ server.run(sockets=[sock])
 
 
 def start(command: list[str], threads: int) -> tuple[subprocess.Popen, tuple[str, int]]:
-    env = {**PYTHON_PATH, "OMP_NUM_THREADS": str(threads)}  # the same torch threads for every server
+    # the same torch threads for every server process; 0: each library's default (torch: one per core)
+    env = {k: v for k, v in PYTHON_PATH.items() if k != "OMP_NUM_THREADS"}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     line = process.stdout.readline()
     found = re.search(r"http://([\d.]+):(\d+)", line)
@@ -234,18 +255,23 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--models", nargs="+", default=["cls_cnn", "minilm"], choices=["cls_cnn", "minilm"])
     parser.add_argument("--repeats", type=int, default=2, help="alternating measurements per row; the best is kept")
-    parser.add_argument("--servers", nargs="+", default=["x-serve", "old", "pipeline"],
-                        choices=["x-serve", "old", "pipeline"])
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads of every server process (OMP_NUM_THREADS); 1: the machine is shared")
+    parser.add_argument("--servers", nargs="+", default=["x-serve", "workers", "onnx", "old", "pipeline"],
+                        choices=["x-serve", "workers", "onnx", "old", "pipeline"],
+                        help="x-serve; x-serve --workers 2; x-serve on the run's ONNX export; the old server; "
+                             "the FastAPI + transformers pipeline app (MiniLM only)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads of every server process (OMP_NUM_THREADS); 0 (default): each "
+                             "library's default, one per core (x-serve --workers 2: cores/2 each)")
+    parser.add_argument("--xserve-flags", default="", help="more flags for the x-serve rows, e.g. '--max_tokens 0'")
     parser.add_argument("--old-rev", default="e9eda27", help="the commit holding the stdlib server")
     parser.add_argument("--batch-size", type=int, default=64, help="x-serve's and the old server's batch_size")
     options = parser.parse_args()
     os.makedirs(options.work, exist_ok=True)
     import torch
 
-    print(f"cpu cores: {os.cpu_count()}, torch threads {torch.get_num_threads()}, load average "
-          f"{os.getloadavg()[0]:.2f} (the machine is shared: other jobs may run)")
+    print(f"cpu: {cpu_model()}, {os.cpu_count()} cores; torch threads per server process: "
+          f"{options.threads or f'default ({torch.get_num_threads()})'}; load average {os.getloadavg()[0]:.2f} "
+          "(the machine is shared: other jobs may run)", flush=True)
     old = old_server_script(options.work, options.old_rev)
     runs: dict[str, tuple[str, str | None, list[str], int]] = {}
     if "cls_cnn" in options.models:
@@ -254,17 +280,22 @@ def main() -> None:
     if "minilm" in options.models:
         runs["minilm"] = minilm_run(options.work)
     serve = [sys.executable, "-c", "from xdpx.cli import x_serve; x_serve()"]
+    worker_threads = options.threads or max(1, (os.cpu_count() or 2) // 2)
     rows = []
     for model, (save_dir, exported, texts, max_len) in runs.items():
+        flags = ["--port", "0", "--cpu", "--batch_size", str(options.batch_size)]
+        ours = [*flags, *options.xserve_flags.split()]
         commands = {
-            "x-serve": [*serve, save_dir, "--port", "0", "--cpu", "--batch_size", str(options.batch_size)],
-            "x-serve --workers 2": [*serve, save_dir, "--port", "0", "--cpu", "--batch_size", str(options.batch_size),
-                                    "--workers", "2"],
-            "old": [sys.executable, old, save_dir, "--port", "0", "--cpu", "--batch_size", str(options.batch_size)],
+            "x-serve": [*serve, save_dir, *ours],
+            "workers": [*serve, save_dir, *ours, "--workers", "2", "--threads", str(worker_threads)],
+            "old": [sys.executable, old, save_dir, *flags],
         }
+        if "onnx" in options.servers:
+            commands["onnx"] = [*serve, onnx_export(options.work, save_dir), *ours]
         if exported:
             commands["pipeline"] = [sys.executable, "-c", PIPELINE_APP, exported, str(max_len)]
-        commands = {k: v for k, v in commands.items() if k.split()[0] in options.servers}
+        names = {"workers": "x-serve --workers 2", "onnx": "x-serve onnx export"}
+        commands = {names.get(k, k): v for k, v in commands.items() if k in options.servers}
         # every server of a model runs at once (an idle one costs nothing) and the measurements alternate
         # between them, best of --repeats kept: the machine's other load falls on every side alike
         servers = {name: start(command, options.threads) for name, command in commands.items()}
@@ -284,6 +315,7 @@ def main() -> None:
         finally:
             for process, _ in servers.values():
                 stop(process)
+    print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("\n| model | server | clients | requests | errors | requests/s | p50 ms | p99 ms | p99/p50 |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for model, name, clients, r in rows:

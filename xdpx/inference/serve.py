@@ -72,6 +72,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="most samples per forward pass (default: the run's valid_batch_size)")
     parser.add_argument("--max_wait_ms", "--max-wait-ms", type=float, default=2.0,
                         help="how long the batcher waits for more requests before a forward pass (default %(default)s)")
+    parser.add_argument("--max_tokens", "--max-tokens", type=int, default=None,
+                        help="most tokens (with padding) per forward pass: the batch is sorted by length and cut "
+                             "into passes that pad little (default: batch_size samples per pass)")
     parser.add_argument("--cpu", action="store_true", help="stay on the CPU even when a GPU is available")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads per process (default: torch's choice, one per core; with --workers N "
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         return _serve_workers(options)
     try:
         predictor = load_for_serving(options.save_dir, options.checkpoint, options.batch_size, options.cpu,
-                                     options.threads)
+                                     options.threads, options.max_tokens)
     except (ConfigError, UserError, BadInput) as e:
         print(f"x-serve: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1
@@ -135,7 +138,7 @@ def _serve_workers(options: argparse.Namespace) -> int:
     from xdpx.serve.runner import serve_workers
 
     settings = {"save_dir": options.save_dir, "checkpoint": options.checkpoint, "batch_size": options.batch_size,
-                "cpu": options.cpu, "threads": options.threads, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,
+                "cpu": options.cpu, "threads": options.threads, "max_tokens": options.max_tokens, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,
                 "limits": _limits(options)}
     return serve_workers(settings, options.workers, options.host, options.port, options.max_connections,
                          options.drain_timeout, announce=options.save_dir)

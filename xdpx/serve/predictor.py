@@ -15,7 +15,7 @@ class BadInput(ValueError):
 class Predictor:
     """Inputs -> predictions with a loaded run (xdpx.inference.loading.LoadedModel)."""
 
-    def __init__(self, loaded: Any) -> None:
+    def __init__(self, loaded: Any, max_tokens: int | None = None) -> None:
         from xdpx.data import loaders, parsers
         from xdpx.inference.outputs import PredictionFormat
 
@@ -30,6 +30,9 @@ class Predictor:
         self.labels = processor.target_map.labels if processor.target_map is not None else []
         self.format = PredictionFormat(self.labels, loaded.regression, distill=False)
         self.lock = threading.Lock()
+        # a forward pass holds at most this many tokens with padding: a batch of requests is cut, by
+        # length, into passes that pad little (None: batch_size samples per pass, whatever their lengths)
+        self.max_tokens = max_tokens
         self.backend = "pytorch"  # or onnxruntime (xdpx.serve.onnx_backend)
 
     def describe(self) -> dict[str, Any]:
@@ -72,7 +75,7 @@ class Predictor:
         loaded = self.loaded
         with self.lock:  # one forward pass at a time: the model's threads already use the cores
             logits = predict_logits(loaded.task, loaded.model, loaded.processor, samples, loaded.batch_size,
-                                    loaded.autocast, loaded.to_device).numpy()
+                                    loaded.autocast, loaded.to_device, max_tokens=self.max_tokens).numpy()
         values = probabilities(logits, loaded.regression)
         if loaded.regression:
             return [{"score": float(v)} for v in values]
@@ -85,9 +88,10 @@ class Predictor:
 
 
 def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int | None = None,
-                   cpu: bool = False, threads: int | None = None) -> Predictor:
+                   cpu: bool = False, threads: int | None = None, max_tokens: int | None = None) -> Predictor:
     """A Predictor for a run directory (its best checkpoint unless ``checkpoint`` says otherwise);
-    ``threads``: torch's intra-op threads of this process (default: torch's choice)."""
+    ``threads``: torch's intra-op threads of this process (default: torch's choice); ``max_tokens``: see
+    Predictor."""
     if threads:
         import torch
 
@@ -102,11 +106,11 @@ def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int
         config["cuda"] = False
     args = resolve({k: v for k, v in config.items() if v is not None}, COMMON_OPTIONS + LOAD_OPTIONS, "serve",
                    origin="x-serve")
-    return Predictor(load_model(args, say=lambda m: print(m, file=sys.stderr)))
+    return Predictor(load_model(args, say=lambda m: print(m, file=sys.stderr)), max_tokens)
 
 
 def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int | None = None, cpu: bool = False,
-                     threads: int | None = None) -> Predictor:
+                     threads: int | None = None, max_tokens: int | None = None) -> Predictor:
     """A run directory, or an ONNX export directory (served through onnxruntime once it matches its run)."""
     from xdpx.serve.onnx_backend import is_onnx_export, load_onnx_predictor
 
@@ -115,5 +119,6 @@ def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int |
             from xdpx.cli import UserError
 
             raise UserError(f"{path} is an ONNX export: its weights are fixed, --checkpoint does not apply")
-        return load_onnx_predictor(path, batch_size, threads, say=lambda m: print(m, file=sys.stderr, flush=True))
-    return load_predictor(path, checkpoint, batch_size, cpu, threads)
+        return load_onnx_predictor(path, batch_size, threads, say=lambda m: print(m, file=sys.stderr, flush=True),
+                                   max_tokens=max_tokens)
+    return load_predictor(path, checkpoint, batch_size, cpu, threads, max_tokens)
