@@ -87,6 +87,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     limits.add_argument("--max_body_bytes", type=int, default=default.max_body_bytes, help="largest body; 413 beyond (default %(default)s)")
     limits.add_argument("--max_inputs", type=int, default=default.max_inputs, help="most inputs per request (default %(default)s)")
     limits.add_argument("--max_text_chars", type=int, default=default.max_text_chars, help="most characters per text (default %(default)s)")
+    limits.add_argument("--header_timeout", type=float, default=10.0,
+                        help="seconds for a request's line and headers to arrive (from the connection's opening or "
+                             "the request's first byte); 408 and the connection closed beyond (default %(default)s)")
     limits.add_argument("--body_timeout", type=float, default=default.body_timeout,
                         help="seconds for the body to arrive; 408 beyond (default %(default)s)")
     parser.add_argument("--drain_timeout", type=float, default=30.0,
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
 
     app = create_app(predictor, _limits(options), options.batch_size, options.max_wait_ms / 1000, options.max_queue)
     code = serve(app, options.host, options.port, options.max_connections, options.drain_timeout,
-                 announce=options.save_dir)
+                 announce=options.save_dir, header_timeout=options.header_timeout)
     print(f"x-serve: stopped; answered {app.state.answered} prediction requests", file=sys.stderr, flush=True)
     return code
 
@@ -141,7 +144,7 @@ def _serve_workers(options: argparse.Namespace) -> int:
                 "cpu": options.cpu, "threads": options.threads, "max_tokens": options.max_tokens, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,
                 "limits": _limits(options)}
     return serve_workers(settings, options.workers, options.host, options.port, options.max_connections,
-                         options.drain_timeout, announce=options.save_dir)
+                         options.drain_timeout, announce=options.save_dir, header_timeout=options.header_timeout)
 
 
 if __name__ == "__main__":
