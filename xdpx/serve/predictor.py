@@ -68,6 +68,19 @@ class Predictor:
             raise BadInput("no tokens left after tokenization")
         return sample
 
+    def predict_inputs(self, items: list[Any]) -> list[dict[str, Any] | BadInput]:
+        """The prediction of each input, or the BadInput that says why it has none: x-serve's batcher
+        calls it in its model thread, so that tokenizing the inputs does not hold up the event loop."""
+        samples, results = [], []
+        for item in items:
+            try:
+                samples.append(self.encode(item))
+                results.append(None)
+            except BadInput as e:
+                results.append(e)
+        predictions = iter(self.predict_samples(samples) if samples else [])
+        return [next(predictions) if r is None else r for r in results]
+
     def predict_samples(self, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         from xdpx.inference.outputs import probabilities
         from xdpx.inference.scoring import predict_logits
