@@ -75,6 +75,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max_tokens", "--max-tokens", type=int, default=None,
                         help="most tokens (with padding) per forward pass: the batch is sorted by length and cut "
                              "into passes that pad little (default: batch_size samples per pass)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="forward passes under bfloat16 autocast: several times faster on CPUs with AMX; the "
+                             "probabilities move (how far, on the run's samples, is printed at start)")
     parser.add_argument("--cpu", action="store_true", help="stay on the CPU even when a GPU is available")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads per process (default: torch's choice, one per core; with --workers N "
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         return _serve_workers(options)
     try:
         predictor = load_for_serving(options.save_dir, options.checkpoint, options.batch_size, options.cpu,
-                                     options.threads, options.max_tokens)
+                                     options.threads, options.max_tokens, options.bf16)
     except (ConfigError, UserError, BadInput) as e:
         print(f"x-serve: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1
@@ -141,7 +144,7 @@ def _serve_workers(options: argparse.Namespace) -> int:
     from xdpx.serve.runner import serve_workers
 
     settings = {"save_dir": options.save_dir, "checkpoint": options.checkpoint, "batch_size": options.batch_size,
-                "cpu": options.cpu, "threads": options.threads, "max_tokens": options.max_tokens, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,
+                "cpu": options.cpu, "threads": options.threads, "max_tokens": options.max_tokens, "bf16": options.bf16, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,
                 "limits": _limits(options)}
     return serve_workers(settings, options.workers, options.host, options.port, options.max_connections,
                          options.drain_timeout, announce=options.save_dir, header_timeout=options.header_timeout)

@@ -120,6 +120,6 @@ def app_from_environment() -> Any:
 
     settings = json.loads(os.environ["XDPX_SERVE"])
     predictor = load_for_serving(settings["save_dir"], settings["checkpoint"], settings["batch_size"], settings["cpu"],
-                               settings["threads"], settings.get("max_tokens"))
+                               settings["threads"], settings.get("max_tokens"), settings.get("bf16", False))
     return create_app(predictor, Limits(**settings["limits"]), settings["batch_size"], settings["max_wait"],
                       settings["max_queue"])
