@@ -7,7 +7,9 @@ Requests/s and p50/p99 latency of POST /predict (one text per request, every cli
 connection, as many requests as it can for ``--seconds`` after a warm-up) at 1, 16 and 64 concurrent
 clients, for:
 
-- x-serve (this checkout: uvicorn + Starlette, batching across requests), and with ``--workers 2``;
+- x-serve (this checkout: uvicorn + Starlette, batching across requests, inputs encoded in the model
+  thread), also with ``--workers 2``, on the run's ONNX export (x-script export_onnx; onnxruntime when
+  faster, parity checked at start) and with ``--bf16``; ``--xserve-flags`` adds flags to these rows;
 - today's server before this change (the stdlib ThreadingHTTPServer of ``git show OLD:xdpx/inference/serve.py``,
   ``--old-rev``, written to the work folder and run from there; not kept in the package);
 - for MiniLM, what a user would otherwise write: a FastAPI app whose endpoint calls a transformers
@@ -18,8 +20,10 @@ reviews when ``python examples/prepare_data.py`` has extracted them, else on the
 bert_classification built from the real all-MiniLM-L6-v2, fine-tuned for a few updates on the committed
 polarity sample (speed does not depend on the accuracy). The clients are asyncio coroutines of this
 process writing raw HTTP/1.1, so they cost the servers little CPU. Each server runs in its own process(es)
-with ``--threads`` torch threads (OMP_NUM_THREADS, default 1); the servers of a model run side by side
-and the measurements alternate between them, the best of ``--repeats`` kept per row.
+with its libraries' default threads (torch, onnxruntime: one per core; ``--threads N`` sets
+OMP_NUM_THREADS=N for every server instead; x-serve --workers 2 gets cores/2 per worker); the servers of
+a model run side by side and the measurements alternate between them, the best of ``--repeats`` kept per
+row. The CPU model and the load average are printed at the start and the end.
 """
 
 from __future__ import annotations
@@ -255,10 +259,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--models", nargs="+", default=["cls_cnn", "minilm"], choices=["cls_cnn", "minilm"])
     parser.add_argument("--repeats", type=int, default=2, help="alternating measurements per row; the best is kept")
-    parser.add_argument("--servers", nargs="+", default=["x-serve", "workers", "onnx", "old", "pipeline"],
-                        choices=["x-serve", "workers", "onnx", "old", "pipeline"],
-                        help="x-serve; x-serve --workers 2; x-serve on the run's ONNX export; the old server; "
-                             "the FastAPI + transformers pipeline app (MiniLM only)")
+    parser.add_argument("--servers", nargs="+", default=["x-serve", "workers", "onnx", "bf16", "old", "pipeline"],
+                        choices=["x-serve", "workers", "onnx", "bf16", "old", "pipeline"],
+                        help="x-serve; x-serve --workers 2; x-serve on the run's ONNX export; x-serve --bf16; the "
+                             "old server; the FastAPI + transformers pipeline app (MiniLM only)")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch threads of every server process (OMP_NUM_THREADS); 0 (default): each "
                              "library's default, one per core (x-serve --workers 2: cores/2 each)")
@@ -288,13 +292,14 @@ def main() -> None:
         commands = {
             "x-serve": [*serve, save_dir, *ours],
             "workers": [*serve, save_dir, *ours, "--workers", "2", "--threads", str(worker_threads)],
+            "bf16": [*serve, save_dir, *ours, "--bf16"],
             "old": [sys.executable, old, save_dir, *flags],
         }
         if "onnx" in options.servers:
             commands["onnx"] = [*serve, onnx_export(options.work, save_dir), *ours]
         if exported:
             commands["pipeline"] = [sys.executable, "-c", PIPELINE_APP, exported, str(max_len)]
-        names = {"workers": "x-serve --workers 2", "onnx": "x-serve onnx export"}
+        names = {"workers": "x-serve --workers 2", "onnx": "x-serve onnx export", "bf16": "x-serve --bf16"}
         commands = {names.get(k, k): v for k, v in commands.items() if k in options.servers}
         # every server of a model runs at once (an idle one costs nothing) and the measurements alternate
         # between them, best of --repeats kept: the machine's other load falls on every side alike
