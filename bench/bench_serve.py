@@ -164,17 +164,21 @@ server.run(sockets=[sock])
 '''
 
 
-def start(command: list[str], threads: int) -> tuple[subprocess.Popen, tuple[str, int]]:
+def start(command: list[str], threads: int, log: str) -> tuple[subprocess.Popen, tuple[str, int]]:
+    """The server's process and address; its stderr goes to ``log`` (a pipe nobody reads would fill up
+    and stop a server that writes to it)."""
     # the same torch threads for every server process; 0: each library's default (torch: one per core)
     env = {k: v for k, v in PYTHON_PATH.items() if k != "OMP_NUM_THREADS"}
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    with open(log, "w", encoding="utf-8") as err:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     line = process.stdout.readline()
     found = re.search(r"http://([\d.]+):(\d+)", line)
     if not found:
         process.kill()
-        raise RuntimeError(f"{command[:3]} did not start: {line!r} {process.stderr.read()[-2000:]}")
+        with open(log, encoding="utf-8") as err:
+            raise RuntimeError(f"{command[:3]} did not start: {line!r} {err.read()[-2000:]}")
     return process, (found.group(1), int(found.group(2)))
 
 
@@ -197,6 +201,9 @@ async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
     return status, body, headers.get("connection", "").lower() == "close"
 
 
+RESPONSE_TIMEOUT = 30.0  # an answer not received by then is an error, and the client reconnects
+
+
 async def _client(address: tuple[str, int], bodies: list[bytes], offset: int, until: float, warm_until: float,
                   latencies: list[float], errors: list[str]) -> None:
     async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -216,8 +223,8 @@ async def _client(address: tuple[str, int], bodies: list[bytes], offset: int, un
         try:
             writer.write(b"POST /predict HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-            status, _, close = await _response(reader)
-        except (OSError, asyncio.IncompleteReadError) as e:
+            status, _, close = await asyncio.wait_for(_response(reader), timeout=RESPONSE_TIMEOUT)
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
             errors.append(repr(e))
             writer.close()
             reader, writer = await connect()
@@ -303,7 +310,9 @@ def main() -> None:
         commands = {names.get(k, k): v for k, v in commands.items() if k in options.servers}
         # every server of a model runs at once (an idle one costs nothing) and the measurements alternate
         # between them, best of --repeats kept: the machine's other load falls on every side alike
-        servers = {name: start(command, options.threads) for name, command in commands.items()}
+        servers = {name: start(command, options.threads,
+                               os.path.join(options.work, f"{model}_{name.replace(' ', '_')}.stderr.log"))
+                   for name, command in commands.items()}
         try:
             for clients in options.clients:
                 best: dict[str, dict[str, Any]] = {}
