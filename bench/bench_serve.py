@@ -128,6 +128,9 @@ def old_server_script(work: str, rev: str) -> str:
     source = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:xdpx/inference/serve.py"], check=True,
                             capture_output=True, text=True).stdout
     assert "ThreadingHTTPServer" in source, f"{rev}:xdpx/inference/serve.py is not the stdlib server"
+    # the one call of the old server into xdpx whose signature changed since (Loader.fields takes a Layout)
+    source = source.replace("self.loader.fields(columns, self.loader.is_labelled(columns))",
+                            "self.loader.fields(columns, self.loader.layout_of(columns))")
     with open(path, "w", encoding="utf-8") as f:
         f.write(source)
     return path
