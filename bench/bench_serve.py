@@ -194,6 +194,17 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def served_backend(address: tuple[str, int]) -> str | None:
+    """x-serve's /health "backend" (pytorch, onnxruntime, pytorch-bf16); None for the other servers."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{address[0]}:{address[1]}/health", timeout=30) as answer:
+            return json.loads(answer.read()).get("backend")
+    except Exception:
+        return None
+
+
 # ---- the clients ---------------------------------------------------------------------------------------
 async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
     head = await reader.readuntil(b"\r\n\r\n")
@@ -316,6 +327,10 @@ def main() -> None:
         servers = {name: start(command, options.threads,
                                os.path.join(options.work, f"{model}_{name.replace(' ', '_')}.stderr.log"))
                    for name, command in commands.items()}
+        for name, (_process, address) in list(servers.items()):
+            backend = served_backend(address)  # an ONNX export is served by whichever was faster at its start
+            if backend and name.startswith("x-serve onnx"):
+                servers[f"{name} ({backend})"] = servers.pop(name)
         try:
             for clients in options.clients:
                 best: dict[str, dict[str, Any]] = {}
