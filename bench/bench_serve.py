@@ -7,7 +7,9 @@ Requests/s and p50/p99 latency of POST /predict (one text per request, every cli
 connection, as many requests as it can for ``--seconds`` after a warm-up) at 1, 16 and 64 concurrent
 clients, for:
 
-- x-serve (this checkout: uvicorn + Starlette, batching across requests), and with ``--workers 2``;
+- x-serve (this checkout: uvicorn + Starlette, batching across requests, inputs encoded in the model
+  thread), also with ``--workers 2``, on the run's ONNX export (x-script export_onnx; onnxruntime when
+  faster, parity checked at start) and with ``--bf16``; ``--xserve-flags`` adds flags to these rows;
 - today's server before this change (the stdlib ThreadingHTTPServer of ``git show OLD:xdpx/inference/serve.py``,
   ``--old-rev``, written to the work folder and run from there; not kept in the package);
 - for MiniLM, what a user would otherwise write: a FastAPI app whose endpoint calls a transformers
@@ -18,8 +20,10 @@ reviews when ``python examples/prepare_data.py`` has extracted them, else on the
 bert_classification built from the real all-MiniLM-L6-v2, fine-tuned for a few updates on the committed
 polarity sample (speed does not depend on the accuracy). The clients are asyncio coroutines of this
 process writing raw HTTP/1.1, so they cost the servers little CPU. Each server runs in its own process(es)
-with ``--threads`` torch threads (OMP_NUM_THREADS, default 1); the servers of a model run side by side
-and the measurements alternate between them, the best of ``--repeats`` kept per row.
+with its libraries' default threads (torch, onnxruntime: one per core; ``--threads N`` sets
+OMP_NUM_THREADS=N for every server instead; x-serve --workers 2 gets cores/2 per worker); the servers of
+a model run side by side and the measurements alternate between them, the best of ``--repeats`` kept per
+row. The CPU model and the load average are printed at the start and the end.
 """
 
 from __future__ import annotations
@@ -100,12 +104,33 @@ def minilm_run(work: str) -> tuple[str, str, list[str], int]:
     return save_dir, exported, texts, max_len
 
 
+def onnx_export(work: str, save_dir: str) -> str:
+    """The run exported with x-script export_onnx (x-serve serves such a folder through onnxruntime)."""
+    from xdpx.cli import x_script
+
+    exported = os.path.join(work, "export", os.path.basename(save_dir) + "_onnx")
+    if not os.path.exists(os.path.join(exported, "model.onnx")):
+        config = write_json(os.path.join(work, f"export_onnx_{os.path.basename(save_dir)}.hjson"),
+                            {"save_dir": save_dir, "out_dir": exported})
+        assert x_script(["export_onnx", config]) == 0
+    return exported
+
+
+def cpu_model() -> str:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    return names[0] if names else "unknown"
+
+
 # ---- the servers ---------------------------------------------------------------------------------------
 def old_server_script(work: str, rev: str) -> str:
     path = os.path.join(work, "old_serve.py")
     source = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:xdpx/inference/serve.py"], check=True,
                             capture_output=True, text=True).stdout
     assert "ThreadingHTTPServer" in source, f"{rev}:xdpx/inference/serve.py is not the stdlib server"
+    # the one call of the old server into xdpx whose signature changed since (Loader.fields takes a Layout)
+    source = source.replace("self.loader.fields(columns, self.loader.is_labelled(columns))",
+                            "self.loader.fields(columns, self.loader.layout_of(columns))")
     with open(path, "w", encoding="utf-8") as f:
         f.write(source)
     return path
@@ -142,14 +167,21 @@ server.run(sockets=[sock])
 '''
 
 
-def start(command: list[str], threads: int) -> tuple[subprocess.Popen, tuple[str, int]]:
-    env = {**PYTHON_PATH, "OMP_NUM_THREADS": str(threads)}  # the same torch threads for every server
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+def start(command: list[str], threads: int, log: str) -> tuple[subprocess.Popen, tuple[str, int]]:
+    """The server's process and address; its stderr goes to ``log`` (a pipe nobody reads would fill up
+    and stop a server that writes to it)."""
+    # the same torch threads for every server process; 0: each library's default (torch: one per core)
+    env = {k: v for k, v in PYTHON_PATH.items() if k != "OMP_NUM_THREADS"}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    with open(log, "w", encoding="utf-8") as err:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     line = process.stdout.readline()
     found = re.search(r"http://([\d.]+):(\d+)", line)
     if not found:
         process.kill()
-        raise RuntimeError(f"{command[:3]} did not start: {line!r} {process.stderr.read()[-2000:]}")
+        with open(log, encoding="utf-8") as err:
+            raise RuntimeError(f"{command[:3]} did not start: {line!r} {err.read()[-2000:]}")
     return process, (found.group(1), int(found.group(2)))
 
 
@@ -162,6 +194,17 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def served_backend(address: tuple[str, int]) -> str | None:
+    """x-serve's /health "backend" (pytorch, onnxruntime, pytorch-bf16); None for the other servers."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{address[0]}:{address[1]}/health", timeout=30) as answer:
+            return json.loads(answer.read()).get("backend")
+    except Exception:
+        return None
+
+
 # ---- the clients ---------------------------------------------------------------------------------------
 async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
     head = await reader.readuntil(b"\r\n\r\n")
@@ -170,6 +213,9 @@ async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
     headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}
     body = await reader.readexactly(int(headers.get("content-length", "0")))
     return status, body, headers.get("connection", "").lower() == "close"
+
+
+RESPONSE_TIMEOUT = 30.0  # an answer not received by then is an error, and the client reconnects
 
 
 async def _client(address: tuple[str, int], bodies: list[bytes], offset: int, until: float, warm_until: float,
@@ -191,8 +237,8 @@ async def _client(address: tuple[str, int], bodies: list[bytes], offset: int, un
         try:
             writer.write(b"POST /predict HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-            status, _, close = await _response(reader)
-        except (OSError, asyncio.IncompleteReadError) as e:
+            status, _, close = await asyncio.wait_for(_response(reader), timeout=RESPONSE_TIMEOUT)
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
             errors.append(repr(e))
             writer.close()
             reader, writer = await connect()
@@ -234,18 +280,23 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--models", nargs="+", default=["cls_cnn", "minilm"], choices=["cls_cnn", "minilm"])
     parser.add_argument("--repeats", type=int, default=2, help="alternating measurements per row; the best is kept")
-    parser.add_argument("--servers", nargs="+", default=["x-serve", "old", "pipeline"],
-                        choices=["x-serve", "old", "pipeline"])
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads of every server process (OMP_NUM_THREADS); 1: the machine is shared")
+    parser.add_argument("--servers", nargs="+", default=["x-serve", "workers", "onnx", "bf16", "old", "pipeline"],
+                        choices=["x-serve", "workers", "onnx", "bf16", "old", "pipeline"],
+                        help="x-serve; x-serve --workers 2; x-serve on the run's ONNX export; x-serve --bf16; the "
+                             "old server; the FastAPI + transformers pipeline app (MiniLM only)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads of every server process (OMP_NUM_THREADS); 0 (default): each "
+                             "library's default, one per core (x-serve --workers 2: cores/2 each)")
+    parser.add_argument("--xserve-flags", default="", help="more flags for the x-serve rows, e.g. '--max_tokens 0'")
     parser.add_argument("--old-rev", default="e9eda27", help="the commit holding the stdlib server")
     parser.add_argument("--batch-size", type=int, default=64, help="x-serve's and the old server's batch_size")
     options = parser.parse_args()
     os.makedirs(options.work, exist_ok=True)
     import torch
 
-    print(f"cpu cores: {os.cpu_count()}, torch threads {torch.get_num_threads()}, load average "
-          f"{os.getloadavg()[0]:.2f} (the machine is shared: other jobs may run)")
+    print(f"cpu: {cpu_model()}, {os.cpu_count()} cores; torch threads per server process: "
+          f"{options.threads or f'default ({torch.get_num_threads()})'}; load average {os.getloadavg()[0]:.2f} "
+          "(the machine is shared: other jobs may run)", flush=True)
     old = old_server_script(options.work, options.old_rev)
     runs: dict[str, tuple[str, str | None, list[str], int]] = {}
     if "cls_cnn" in options.models:
@@ -254,20 +305,32 @@ def main() -> None:
     if "minilm" in options.models:
         runs["minilm"] = minilm_run(options.work)
     serve = [sys.executable, "-c", "from xdpx.cli import x_serve; x_serve()"]
+    worker_threads = options.threads or max(1, (os.cpu_count() or 2) // 2)
     rows = []
     for model, (save_dir, exported, texts, max_len) in runs.items():
+        flags = ["--port", "0", "--cpu", "--batch_size", str(options.batch_size)]
+        ours = [*flags, *options.xserve_flags.split()]
         commands = {
-            "x-serve": [*serve, save_dir, "--port", "0", "--cpu", "--batch_size", str(options.batch_size)],
-            "x-serve --workers 2": [*serve, save_dir, "--port", "0", "--cpu", "--batch_size", str(options.batch_size),
-                                    "--workers", "2"],
-            "old": [sys.executable, old, save_dir, "--port", "0", "--cpu", "--batch_size", str(options.batch_size)],
+            "x-serve": [*serve, save_dir, *ours],
+            "workers": [*serve, save_dir, *ours, "--workers", "2", "--threads", str(worker_threads)],
+            "bf16": [*serve, save_dir, *ours, "--bf16"],
+            "old": [sys.executable, old, save_dir, *flags],
         }
+        if "onnx" in options.servers:
+            commands["onnx"] = [*serve, onnx_export(options.work, save_dir), *ours]
         if exported:
             commands["pipeline"] = [sys.executable, "-c", PIPELINE_APP, exported, str(max_len)]
-        commands = {k: v for k, v in commands.items() if k.split()[0] in options.servers}
+        names = {"workers": "x-serve --workers 2", "onnx": "x-serve onnx export", "bf16": "x-serve --bf16"}
+        commands = {names.get(k, k): v for k, v in commands.items() if k in options.servers}
         # every server of a model runs at once (an idle one costs nothing) and the measurements alternate
         # between them, best of --repeats kept: the machine's other load falls on every side alike
-        servers = {name: start(command, options.threads) for name, command in commands.items()}
+        servers = {name: start(command, options.threads,
+                               os.path.join(options.work, f"{model}_{name.replace(' ', '_')}.stderr.log"))
+                   for name, command in commands.items()}
+        for name, (_process, address) in list(servers.items()):
+            backend = served_backend(address)  # an ONNX export is served by whichever was faster at its start
+            if backend and name.startswith("x-serve onnx"):
+                servers[f"{name} ({backend})"] = servers.pop(name)
         try:
             for clients in options.clients:
                 best: dict[str, dict[str, Any]] = {}
@@ -284,6 +347,7 @@ def main() -> None:
         finally:
             for process, _ in servers.values():
                 stop(process)
+    print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("\n| model | server | clients | requests | errors | requests/s | p50 ms | p99 ms | p99/p50 |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for model, name, clients, r in rows:

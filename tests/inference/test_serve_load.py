@@ -133,6 +133,46 @@ def test_slow_clients_do_not_hold_up_the_others(server: Server, expected: dict) 
     assert request(server.address, "GET", "/health")[0] == 200
 
 
+def read_answer(s: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (or 30 s pass)."""
+    answer = b""
+    while chunk := s.recv(4096):
+        answer += chunk
+    return answer
+
+
+def test_headers_that_do_not_arrive_in_time_get_408_and_the_connection_closed(cnn_run: Path, expected: dict) -> None:
+    """--header_timeout 1: a connection that sends nothing, or headers in a trickle, is answered 408 and
+    closed after about a second; headers sent in parts within the second, and a body slower than it
+    (the body has --body_timeout), are served."""
+    with running_server(cnn_run, "--header_timeout", "1", "--body_timeout", "5") as server:
+        silent = socket.create_connection(server.address, timeout=30)
+        trickle = socket.create_connection(server.address, timeout=30)
+        started = time.monotonic()
+        for part in (b"POST /predict HTTP/1.1\r\n", b"Host: x\r\n", b"Content-Le"):
+            trickle.sendall(part)
+            time.sleep(0.4)
+        for s in (silent, trickle):
+            answer = read_answer(s)
+            assert answer.startswith(b"HTTP/1.1 408") and b"headers did not arrive within 1 s" in answer, answer
+            s.close()
+        assert time.monotonic() - started < 5, f"closed after {time.monotonic() - started:.1f} s"
+
+        text = TEXTS[0]
+        body = json.dumps([text]).encode()
+        for pause_in_headers, pause_before_body in ((0.5, 0.0), (0.0, 2.0)):
+            s = socket.create_connection(server.address, timeout=30)
+            s.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nConnection: close\r\n")
+            time.sleep(pause_in_headers)
+            s.sendall(b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+            time.sleep(pause_before_body)
+            s.sendall(body)
+            answer = read_answer(s)
+            s.close()
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            assert matches(json.loads(answer.split(b"\r\n\r\n", 1)[1]), [text], expected)
+
+
 def test_a_full_queue_answers_503_with_retry_after(cnn_run: Path) -> None:
     """A queue of 4 samples and a slow batcher: of 24 concurrent requests of 4 texts some are served,
     the others refused at once with 503 and Retry-After; none is reset or left unanswered."""

@@ -56,3 +56,10 @@ def test_an_export_that_differs_from_its_run_is_refused(onnx_export: Path, cnn_r
     (changed / "export.json").write_text(json.dumps(record), encoding="utf-8")
     with pytest.raises(UserError, match="the run of this export .* is not here"):
         load_onnx_predictor(str(changed), say=lambda _m: None)
+
+
+def test_bf16_does_not_apply_to_an_onnx_export(onnx_export: Path) -> None:
+    from xdpx.serve.predictor import load_for_serving
+
+    with pytest.raises(UserError, match="is an ONNX export, served in float32: --bf16 applies to a run directory"):
+        load_for_serving(str(onnx_export), bf16=True)

@@ -85,17 +85,38 @@ def gather_shares(score_share: Callable[[], list[tuple]], context: Any) -> list[
     return sorted((row for share in shares for row in share), key=lambda row: row[0])
 
 
+def batch_starts(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[int]:
+    """Where each batch begins in samples of these ``lengths`` (in order): every ``batch_size`` samples,
+    and with ``max_tokens`` also before a sample that would make the padded batch (its count times its
+    longest length) hold more tokens than that; a sample longer than max_tokens is a batch of its own."""
+    if not max_tokens:
+        return list(range(0, len(lengths), batch_size))
+    starts: list[int] = []
+    count = longest = 0
+    for index, length in enumerate(lengths):
+        longer = max(longest, int(length), 1)
+        if starts and count < batch_size and (count + 1) * longer <= max_tokens:
+            count, longest = count + 1, longer
+        else:
+            starts.append(index)
+            count, longest = 1, max(int(length), 1)
+    return starts
+
+
 def predict_logits(task: Any, model: torch.nn.Module, processor: Any, samples: Sequence[dict[str, Any]],
                    batch_size: int, autocast: Any,
                    to_device: Callable[[dict[str, Any]], dict[str, Any]] = _identity,
-                   context: Any = None) -> torch.Tensor:
+                   context: Any = None, max_tokens: int | None = None) -> torch.Tensor:
     """Logits (float32, on the CPU) of ``samples`` in their given order, computed in length-sorted batches
-    (with a distributed ``context``: each rank computes every world_size-th batch; every rank returns all)."""
+    of at most ``batch_size`` samples and, with ``max_tokens``, at most that many tokens with padding (with
+    a distributed ``context``: each rank computes every world_size-th batch; every rank returns all)."""
     if not samples:
         return torch.zeros(0)
     fields = processor.fields
     order = length_order([sum(len(s[f]) for f in fields) for s in samples])
-    starts = range(0, len(order), batch_size)
+    # the padded length of a batch is that of its longest token field (without max_tokens only the count matters)
+    lengths = [max(len(samples[int(j)][f]) for f in fields) for j in order] if max_tokens else order
+    starts = batch_starts(lengths, batch_size, max_tokens)
     rank, world_size = (context.rank, context.world_size) if context is not None else (0, 1)
 
     def predict_share() -> list[tuple[int, torch.Tensor]]:
@@ -103,8 +124,8 @@ def predict_logits(task: Any, model: torch.nn.Module, processor: Any, samples: S
         model.eval()
         with torch.inference_mode():  # no autograd bookkeeping at all: the outputs only become numbers
             for number in range(rank, len(starts), world_size):
-                start = starts[number]
-                batch = processor.collate([samples[int(j)] for j in order[start: start + batch_size]])
+                start, end = starts[number], starts[number + 1] if number + 1 < len(starts) else len(order)
+                batch = processor.collate([samples[int(j)] for j in order[start: end]])
                 with autocast:
                     outputs.append((number, task.inference_step(model, to_device(batch)).float().cpu()))
         return outputs

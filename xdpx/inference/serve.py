@@ -72,6 +72,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="most samples per forward pass (default: the run's valid_batch_size)")
     parser.add_argument("--max_wait_ms", "--max-wait-ms", type=float, default=2.0,
                         help="how long the batcher waits for more requests before a forward pass (default %(default)s)")
+    parser.add_argument("--max_tokens", "--max-tokens", type=int, default=None,
+                        help="most tokens (with padding) per forward pass: the batch is sorted by length and cut "
+                             "into passes that pad little (default: batch_size samples per pass)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="forward passes under bfloat16 autocast: several times faster on CPUs with AMX; the "
+                             "probabilities move (how far, on the run's samples, is printed at start)")
     parser.add_argument("--cpu", action="store_true", help="stay on the CPU even when a GPU is available")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads per process (default: torch's choice, one per core; with --workers N "
@@ -84,6 +90,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     limits.add_argument("--max_body_bytes", type=int, default=default.max_body_bytes, help="largest body; 413 beyond (default %(default)s)")
     limits.add_argument("--max_inputs", type=int, default=default.max_inputs, help="most inputs per request (default %(default)s)")
     limits.add_argument("--max_text_chars", type=int, default=default.max_text_chars, help="most characters per text (default %(default)s)")
+    limits.add_argument("--header_timeout", type=float, default=10.0,
+                        help="seconds for a request's line and headers to arrive (from the connection's opening or "
+                             "the request's first byte); 408 and the connection closed beyond (default %(default)s)")
     limits.add_argument("--body_timeout", type=float, default=default.body_timeout,
                         help="seconds for the body to arrive; 408 beyond (default %(default)s)")
     parser.add_argument("--drain_timeout", type=float, default=30.0,
@@ -107,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         return _serve_workers(options)
     try:
         predictor = load_for_serving(options.save_dir, options.checkpoint, options.batch_size, options.cpu,
-                                     options.threads)
+                                     options.threads, options.max_tokens, options.bf16)
     except (ConfigError, UserError, BadInput) as e:
         print(f"x-serve: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1
@@ -119,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     app = create_app(predictor, _limits(options), options.batch_size, options.max_wait_ms / 1000, options.max_queue)
     code = serve(app, options.host, options.port, options.max_connections, options.drain_timeout,
-                 announce=options.save_dir)
+                 announce=options.save_dir, header_timeout=options.header_timeout)
     print(f"x-serve: stopped; answered {app.state.answered} prediction requests", file=sys.stderr, flush=True)
     return code
 
@@ -135,10 +144,10 @@ def _serve_workers(options: argparse.Namespace) -> int:
     from xdpx.serve.runner import serve_workers
 
     settings = {"save_dir": options.save_dir, "checkpoint": options.checkpoint, "batch_size": options.batch_size,
-                "cpu": options.cpu, "threads": options.threads, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,
+                "cpu": options.cpu, "threads": options.threads, "max_tokens": options.max_tokens, "bf16": options.bf16, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,
                 "limits": _limits(options)}
     return serve_workers(settings, options.workers, options.host, options.port, options.max_connections,
-                         options.drain_timeout, announce=options.save_dir)
+                         options.drain_timeout, announce=options.save_dir, header_timeout=options.header_timeout)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ class State:
     def __init__(self, predictor: Any, limits: Limits, batch_size: int, max_wait: float, max_queue: int) -> None:
         self.predictor, self.limits = predictor, limits
         self.metrics = Metrics()
-        self.batcher = Batcher(predictor.predict_samples, batch_size, max_wait, max_queue, self.metrics.batch)
+        self.batcher = Batcher(predictor.predict_inputs, batch_size, max_wait, max_queue, self.metrics.batch)
         self.answered = 0  # /predict requests answered 200 (printed when the server stops)
 
 
@@ -54,20 +54,19 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
     schema = openapi_document(limits, predictor.labels)
 
     async def predict(request: Request) -> Response:
-        # While the server drains after SIGTERM, requests on open connections are still served.
+        # While the server drains after SIGTERM, requests on open connections are still served. The inputs
+        # are encoded in the model thread, not here: tokenizing on the event loop while the model computed
+        # halved the requests/s of MiniLM on 2 cores (docs/benchmarks.md, x-serve).
         try:
             inputs = parse_inputs(await read_body(request, limits), limits)
-            samples = []
-            for index, item in enumerate(inputs):
-                try:
-                    samples.append(predictor.encode(item))
-                except BadInput as e:
-                    return error(400, f"input {index}: {e}")
-            state.metrics.queued.inc(len(samples))
+            state.metrics.queued.inc(len(inputs))
             try:
-                predictions = await state.batcher.predict(samples)
+                predictions = await state.batcher.predict(inputs)
             finally:
-                state.metrics.queued.dec(len(samples))
+                state.metrics.queued.dec(len(inputs))
+            for index, prediction in enumerate(predictions):
+                if isinstance(prediction, BadInput):
+                    return error(400, f"input {index}: {prediction}")
         except RequestError as e:
             return error(e.status, e.message, e.headers)
         except Overloaded as e:
@@ -121,6 +120,6 @@ def app_from_environment() -> Any:
 
     settings = json.loads(os.environ["XDPX_SERVE"])
     predictor = load_for_serving(settings["save_dir"], settings["checkpoint"], settings["batch_size"], settings["cpu"],
-                               settings["threads"])
+                               settings["threads"], settings.get("max_tokens"), settings.get("bf16", False))
     return create_app(predictor, Limits(**settings["limits"]), settings["batch_size"], settings["max_wait"],
                       settings["max_queue"])

@@ -1,9 +1,11 @@
 """Requests gathered into shared forward passes, behind a bounded queue.
 
-The event loop encodes each request's inputs and submits them; one asyncio task takes the waiting
-requests, up to ``batch_size`` samples (waiting at most ``max_wait`` seconds for more once the first has
-arrived), and runs their forward pass in one worker thread, so the loop keeps accepting and answering
-while the model computes. While a pass runs, the next requests pile up and form the next batch.
+The event loop submits each request's inputs; one asyncio task takes the waiting requests, up to
+``batch_size`` inputs (waiting at most ``max_wait`` seconds for more once the first has arrived), and
+hands them to ``predict`` in one worker thread (x-serve's: encode, then forward), so the loop keeps
+accepting and answering while the model computes. While a pass runs, the next requests pile up and form
+the next batch. ``predict`` returns one result per input, in order; a result may be an exception
+instance that the request's handler turns into its answer (an input that cannot be encoded).
 
 The queue is bounded in samples (``max_queue``, counting those being predicted): a request that would
 go over is refused at once with :class:`Overloaded` (503 and Retry-After), never left to time out.

@@ -56,7 +56,7 @@ class OnnxModel:
 
 
 def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads: int | None = None,
-                        say: Any = print) -> Any:
+                        say: Any = print, max_tokens: int | None = None) -> Any:
     """A Predictor whose model is the export's onnxruntime session when it matches the run's model and is
     faster on the CPU (else the run's PyTorch model, said so); raises UserError when parity fails."""
     from xdpx.cli import UserError
@@ -71,7 +71,7 @@ def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads:
         raise UserError(f"{export_dir}: the run of this export ({save_dir!r}, from {EXPORT_RECORD}) is not here; "
                         "x-serve checks the ONNX model against it at start: serve the run directory instead, "
                         "or copy it to that path")
-    predictor = load_predictor(save_dir, checkpoint, batch_size, cpu=True, threads=threads)
+    predictor = load_predictor(save_dir, checkpoint, batch_size, cpu=True, threads=threads, max_tokens=max_tokens)
     loaded = predictor.loaded
     onnx_model = OnnxModel(os.path.join(export_dir, ONNX_FILE), record["inputs"], threads)
     samples = real_samples(loaded.run_args)
@@ -85,7 +85,8 @@ def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads:
         best = float("inf")
         for _ in range(3):
             started = time.perf_counter()
-            predict_logits(loaded.task, model, loaded.processor, samples, loaded.batch_size, loaded.autocast)
+            predict_logits(loaded.task, model, loaded.processor, samples, loaded.batch_size, loaded.autocast,
+                           max_tokens=max_tokens)
             best = min(best, time.perf_counter() - started)
         return best
 

@@ -19,21 +19,25 @@ from typing import Any
 
 
 def _uvicorn_config(app: Any, host: str, port: int, max_connections: int, drain_timeout: float,
-                    **extra: Any) -> Any:
+                    header_timeout: float = 10.0, **extra: Any) -> Any:
     import uvicorn
 
-    return uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
-                          backlog=2048, limit_concurrency=max_connections, timeout_keep_alive=5,
-                          timeout_graceful_shutdown=drain_timeout, h11_max_incomplete_event_size=64 << 10,
-                          server_header=False, **extra)
+    from xdpx.serve.header_timeout import PROTOCOL
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
+                            backlog=2048, limit_concurrency=max_connections, timeout_keep_alive=5,
+                            timeout_graceful_shutdown=drain_timeout, h11_max_incomplete_event_size=64 << 10,
+                            server_header=False, http=PROTOCOL, **extra)
+    config.header_timeout = header_timeout  # read by the protocol; pickled with the config to the workers
+    return config
 
 
 def serve(app: Any, host: str, port: int, max_connections: int = 1024, drain_timeout: float = 30.0,
-          announce: str = "") -> int:
+          announce: str = "", header_timeout: float = 10.0) -> int:
     """Serve ``app`` in this process until SIGTERM/SIGINT; prints ``... on http://HOST:PORT`` once bound."""
     import uvicorn
 
-    config = _uvicorn_config(app, host, port, max_connections, drain_timeout)
+    config = _uvicorn_config(app, host, port, max_connections, drain_timeout, header_timeout)
     sock = _listening_socket(config)
     bound_host, bound_port = sock.getsockname()[:2]
     print(f"x-serve: serving {announce} on http://{bound_host}:{bound_port} "
@@ -69,7 +73,7 @@ def _after_drain(signum: int, frame: Any) -> None:
 
 
 def serve_workers(settings: dict[str, Any], workers: int, host: str, port: int, max_connections: int = 1024,
-                  drain_timeout: float = 30.0, announce: str = "") -> int:
+                  drain_timeout: float = 30.0, announce: str = "", header_timeout: float = 10.0) -> int:
     """``workers`` processes sharing one socket, each loading the model (xdpx.serve.app:app_from_environment);
     /metrics adds up the workers' values (prometheus-client's multiprocess mode)."""
     from uvicorn.supervisors import Multiprocess
@@ -79,7 +83,7 @@ def serve_workers(settings: dict[str, Any], workers: int, host: str, port: int, 
     os.environ["XDPX_SERVE"] = json.dumps({**settings, "limits": asdict(settings["limits"])})
     try:
         config = _uvicorn_config("xdpx.serve.app:app_from_environment", host, port, max_connections, drain_timeout,
-                                 factory=True, workers=workers)
+                                 header_timeout, factory=True, workers=workers)
         sock = _listening_socket(config)
         bound_host, bound_port = sock.getsockname()[:2]
         print(f"x-serve: serving {announce} with {workers} worker processes on http://{bound_host}:{bound_port} "
