@@ -71,7 +71,11 @@ def test_dry_prints_space_samples_and_plan(reviews: Path, tmp_path: Path, capsys
     assert "#   num_filters: int in [4, 12], step 4" in out
     assert out.count("#   trial ") == 3
     assert "a trial runs 16 updates of 16 samples, evaluated every 4 updates; pruner hyperband" in out
-    assert "assessments at updates [4, 8]" in out
+    # the default cull_keep_ratio 1/3: reduction factor 3, and Optuna's two brackets for 16 / 4 updates
+    assert "assessments at updates [4, 12]" in out and "(reduction factor 3)" in out
+    assert "hyperband: 2 bracket(s)" in out
+    assert "bracket 0: about 60% of the trials (~5 of 8), assessed at updates [4, 12]" in out
+    assert "bracket 1: about 40% of the trials (~3 of 8), assessed at updates [12]" in out
     assert not (tmp_path / "study").exists()
 
 
