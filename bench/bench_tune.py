@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import platform
 import subprocess
@@ -155,6 +156,7 @@ def replay(study: str, settings: list[dict]) -> None:
     import optuna
 
     sys.path.insert(0, ROOT)
+    from xdpx.tune.reporter import report_step
     from xdpx.tune.study import build_pruner
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -162,32 +164,43 @@ def replay(study: str, settings: list[dict]) -> None:
         numbers = sorted(int(r["trial"]) for r in csv.DictReader(f, delimiter="\t"))
     with open(os.path.join(os.path.dirname(study), "tune.hjson")) as f:
         interval = json.load(f).get("assess_interval", 50)
-    curves = []
+    logs = []
     for n in numbers:
         with open(os.path.join(study, f"trial_{n}", "valid.log.tsv")) as f:
-            rows = list(csv.DictReader(f, delimiter="\t"))
-        curves.append([(int(r["step"]), float(r["accuracy"])) for r in rows])
-    full = sum(c[-1][0] for c in curves)
-    max_resource = max(c[-1][0] for c in curves) + 1
-    exhaustive = max(max(v for _, v in c) for c in curves)
-    print(f"REPLAY (not a measurement) of {len(curves)} recorded trials of {study}: exhaustive best {exhaustive:.4f}, "
+            logs.append([(int(r["samples"]), float(r["accuracy"]), int(r["step"]))
+                         for r in csv.DictReader(f, delimiter="\t")])
+    size = logs[0][0][0] // logs[0][0][2]  # samples of one update (the first evaluation comes before any short batch)
+    max_resource = max(math.ceil(log[-1][0] / size) for log in logs)  # what x-tune passes as the updates of a trial
+    full = sum(round(log[-1][0] / size) for log in logs)  # as results.tsv's last_step counts them
+    exhaustive = max(value for log in logs for _, value, _ in log)
+    print(f"REPLAY (not a measurement) of {len(logs)} recorded trials of {study}: exhaustive best {exhaustive:.4f}, "
           f"{full} updates")
     print("| pruner | reduction factor | assess_start_step | min_ref | best dev accuracy | updates | share of exhaustive "
           "| complete / pruned |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for setting in settings:
+        if setting["min_resource"] % interval:
+            raise SystemExit(f"assess_start_step {setting['min_resource']} is not a multiple of the study's "
+                             f"assess_interval {interval}: x-tune refuses it, and its evaluations are not at its rungs")
         spec = {**setting, "interval": interval, "max_resource": max_resource}
         replayed = optuna.create_study(study_name="x-tune", direction="maximize", pruner=build_pruner(spec))
         spent, best, pruned = 0, 0.0, 0
-        for curve in curves:
-            trial, stopped, trial_best = replayed.ask(), False, 0.0
-            for step, value in curve:
+        start, deviation = setting["min_resource"], interval * size // 2
+        for log in logs:
+            trial, stopped, trial_best, last = replayed.ask(), False, 0.0, 0
+            for samples, value, _ in log:
                 trial_best = max(trial_best, value)
+                # reported where the trial's reporter reports it (xdpx/tune/reporter.py): the last such
+                # step is the trial's last_step in results.tsv, its updates in the real studies' table
+                step = report_step(samples, size, start, interval, deviation, max_resource)
+                if step is None:
+                    continue
                 trial.report(value, step)
+                last = step
                 if trial.should_prune():
                     stopped = True
                     break
-            spent += step
+            spent += last
             if stopped:
                 pruned += 1
                 replayed.tell(trial, state=optuna.trial.TrialState.PRUNED)
@@ -196,7 +209,7 @@ def replay(study: str, settings: list[dict]) -> None:
                 best = max(best, trial_best)
         gap = f" ({100 * (best - exhaustive):+.2f} pt)" if best != exhaustive else ""
         print(f"| {spec['kind']} | {round(1 / spec['keep'])} | {spec['min_resource']} | {spec['min_ref']} | "
-              f"{best:.4f}{gap} | {spent} | {spent / full:.0%} | {len(curves) - pruned} / {pruned} |")
+              f"{best:.4f}{gap} | {spent} | {spent / full:.0%} | {len(logs) - pruned} / {pruned} |")
 
 
 DEFAULT_SETTINGS = ",".join(f"{kind}:{factor}:{start}" for kind in ("hyperband", "successive_halving")

@@ -81,8 +81,9 @@ def describe_plan(plan: Any) -> str:
             lines.append(f"#   hyperband: {len(brackets)} bracket(s), each trial drawn into one (each bracket ranks "
                          "only its own trials):")
             for b, (share, at) in enumerate(brackets):
+                when = f"assessed at updates {at}" if at else "never assessed: they all run to the end"
                 lines.append(f"#     bracket {b}: about {share:.0%} of the trials (~{share * a.max_trials:.0f} of "
-                             f"{a.max_trials}), assessed at updates {at or 'none (they all run to the end)'}")
+                             f"{a.max_trials}), {when}")
         else:
             for k, step in enumerate(rungs):
                 lines.append(f"#   about {max(1, a.max_trials // factor ** (k + 1))} of {a.max_trials} trials go "

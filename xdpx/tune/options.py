@@ -48,12 +48,9 @@ TUNE_OPTIONS: list[Any] = [
            doc="the first assessment (update): no trial is stopped before it; hyperband / "
                "successive_halving: the smallest budget (min_resource), the next rungs at "
                "assess_start_step x (1 / cull_keep_ratio)^k"),
-    Option("cull_keep_ratio", float, default=1 / 3, default_doc="1/3 (reduction factor 3)",
-           validate=lambda v: 0 < v < 1, validate_msg="must be in (0, 1)",
+    Option("cull_keep_ratio", float, default=0.5, validate=lambda v: 0 < v < 1, validate_msg="must be in (0, 1)",
            doc="the share of trials kept at each assessment: hyperband / successive_halving use the "
-               "reduction factor round(1 / cull_keep_ratio) (so at most 0.5; the default 1/3 is the factor 3 of "
-               "the HyperBand paper and of Optuna: with 1/2 a trial of R updates gets about log2(R / "
-               "assess_start_step) brackets, each ranking too few trials to prune); percentile keeps this share"),
+               "reduction factor round(1 / cull_keep_ratio) (so at most 0.5); percentile keeps this share"),
     Option("parallel_runs", int, default=None, validate=_positive, validate_msg="must be > 0",
            doc="trials trained at once by this x-tune process, each a separate x-train process; default: one "
                "per visible GPU (CUDA_VISIBLE_DEVICES), 1 without GPUs"),
