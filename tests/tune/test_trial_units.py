@@ -30,8 +30,9 @@ def test_evaluations_count_only_near_an_assessment_point() -> None:
     assert reporter(deviation=None).comparable(125 * 64)
 
 
-# examples/tune on the reviews: one bucket ends with a batch of 2 reviews, so from update 100 on a trial has
-# seen 62 samples fewer than updates x 64 (valid.log.tsv: step 150, samples 9538 = 149.03 x 64)
+# examples/tune on the reviews: the epoch's partial batch (28,098 = 439 x 64 + 2 reviews) is shuffled in among
+# the others, so from update 100 on a trial has seen 62 samples fewer than updates x 64 (valid.log.tsv: step
+# 150, samples 9538 = 149.03 x 64)
 @pytest.mark.parametrize("samples, step", [(3200, 50), (6338, 100), (9538, 150), (25538, 400),
                                            (28098, 439),  # the end of training (440 updates): not 450
                                            (125 * 64, None)])  # halfway between two points: not compared

@@ -23,8 +23,8 @@ def report_step(samples_seen: int, step_samples: int, start: int | None, interva
 
     An evaluation within ``deviation`` samples of an assessment point (start + k x interval) is reported
     *at that point*: the pruners' rungs are those points, and a trial whose updates were a few samples
-    short (a smaller last batch of a bucket) would otherwise report at 149 instead of 150 and be judged
-    at its next evaluation, an interval later. An evaluation further off is not reported (it is not
+    short (the epoch's partial batch, shuffled in among the others) would otherwise report at 149
+    instead of 150 and be judged at its next evaluation, an interval later. An evaluation further off is not reported (it is not
     comparable with the other trials'). A point at or after the trial's ``last_update`` would judge a
     trial whose training is over, so the evaluation at the end of training is reported where it is
     (439 of 440 updates, not 450). Without ``deviation``: where it is."""
