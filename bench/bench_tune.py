@@ -175,6 +175,15 @@ def replay(study: str, settings: list[dict]) -> None:
     exhaustive = max(value for log in logs for _, value, _ in log)
     print(f"REPLAY (not a measurement) of {len(logs)} recorded trials of {study}: exhaustive best {exhaustive:.4f}, "
           f"{full} updates")
+    # why pruning can or cannot keep the best: where the trials within GOAL_POINTS of the best rank at each
+    # evaluation (among all trials at that evaluation)
+    steps = [step for _, _, step in logs[0]]  # updates done (the reported steps are snapped to these)
+    for n, log in enumerate(logs):
+        if max(v for _, v, _ in log) < exhaustive - GOAL_POINTS / 100:
+            continue
+        ranks = [1 + sum(other[i][1] > log[i][1] for other in logs if len(other) > i) for i in range(len(log))]
+        print(f"trial {numbers[n]} (best {max(v for _, v, _ in log):.4f}) ranks "
+              + ", ".join(f"{r} at {s}" for r, s in zip(ranks, steps)) + f" of {len(logs)}")
     print("| pruner | reduction factor | assess_start_step | min_ref | best dev accuracy | updates | share of exhaustive "
           "| complete / pruned |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
