@@ -23,9 +23,12 @@ A JSON line with every figure ends the output.
 
 replays pruner settings (pruner:reduction_factor:assess_start_step[:min_ref]) on the recorded curves of
 an exhaustive study (no training): the trials in order, one at a time, each reporting its logged
-evaluations to the pruner x-tune builds (xdpx.tune.study.build_pruner) until it says prune. Training is
-deterministic, so this is what a parallel_runs 1 study with those settings would do; it is a replay, not
-a measurement, and is labelled so.
+evaluations to the pruner x-tune builds (xdpx.tune.study.build_pruner), at the steps x-tune reports them
+(xdpx.tune.reporter.report_step), until it says prune. Training is deterministic for a given number of
+torch threads, so this is what a study with those settings would do one trial at a time with the
+exhaustive study's threads per trial (x-tune gives a trial cores / parallel_runs threads, and another
+thread count changes the scores in the last digits, enough to flip a close rung decision); it is a
+replay, not a measurement, and is labelled so.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def threads_per_trial(parallel_runs: int) -> int:
 
 
 def write_configs(folder: str, data_dir: str, trials: int, epochs: int, pruner: str, parallel_runs: int,
-                  seed: int) -> str:
+                  seed: int, keep: float | None = None) -> str:
     """tune.hjson (+ train.hjson inheriting the example's) for one study; the path of tune.hjson."""
     os.makedirs(folder, exist_ok=True)
     train = os.path.join(folder, "train.hjson")
@@ -78,7 +81,7 @@ def write_configs(folder: str, data_dir: str, trials: int, epochs: int, pruner: 
         json.dump({"__parent__": os.path.join(EXAMPLE, "tune"), "space_config": os.path.join(EXAMPLE, "space"),
                    "base_config": train, "save_dir": os.path.join(folder, "study"), "tuner": "random",
                    "pruner": pruner, "max_trials": trials, "parallel_runs": parallel_runs, "seed": seed,
-                   "save_above_score": None}, f, indent=1)
+                   "save_above_score": None, **({"cull_keep_ratio": keep} if keep else {})}, f, indent=1)
     return tune
 
 
@@ -234,6 +237,8 @@ def main() -> None:
                         help="studies as pruner:parallel_runs (exhaustive = pruner none)")
     parser.add_argument("--data-dir", default=os.path.join(ROOT, "outputs", "data", "reviews_char"))
     parser.add_argument("--out", default=os.path.join(ROOT, "outputs", "bench_tune"))
+    parser.add_argument("--cull-keep-ratio", type=float, default=None,
+                        help="instead of examples/tune's 0.34 (reduction factor 3); the folders get a _keep<ratio> suffix")
     parser.add_argument("--resume", action="store_true", help="go on with studies already in --out")
     parser.add_argument("--report", action="store_true", help="only print the table of the studies in --out")
     parser.add_argument("--replay", default=None, help="an exhaustive study folder: replay pruner settings on it")
@@ -253,11 +258,12 @@ def main() -> None:
     for spec in a.runs.split(","):
         name, parallel = spec.split(":")
         pruner = "none" if name == "exhaustive" else name
-        folder = os.path.join(a.out, f"seed{a.seed}", f"{name}_p{parallel}")
+        suffix = f"_keep{a.cull_keep_ratio}" if a.cull_keep_ratio and name != "exhaustive" else ""
+        folder = os.path.join(a.out, f"seed{a.seed}", f"{name}_p{parallel}{suffix}")
         if not a.report:
             if os.path.exists(os.path.join(folder, "study")) and not a.resume:
                 raise SystemExit(f"{folder}/study exists: remove it, give another --out, or --resume it")
-            tune = write_configs(folder, a.data_dir, a.trials, a.epochs, pruner, int(parallel), a.seed)
+            tune = write_configs(folder, a.data_dir, a.trials, a.epochs, pruner, int(parallel), a.seed, a.cull_keep_ratio)
             print(f"study {name}, parallel_runs {parallel} ({threads_per_trial(int(parallel))} torch threads per "
                   f"trial): load average {load_average()}", flush=True)
             run_study(tune, folder)
