@@ -6,7 +6,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from xdpx.tune.study import build_pruner, hyperband_rungs
+from xdpx.tune.study import build_pruner, hyperband_brackets, hyperband_rungs
 
 SPEC = {"min_resource": 4, "interval": 4, "max_resource": 16, "keep": 0.5, "min_ref": 1}
 
@@ -49,3 +49,20 @@ def test_min_ref_holds_pruning_until_enough_trials_completed() -> None:
                                                ("percentile", 0.8, [4, 8, 12]), ("none", 0.5, [])])
 def test_assessment_steps(kind: str, keep: float, rungs: list[int]) -> None:
     assert hyperband_rungs({**SPEC, "kind": kind, "keep": keep}) == rungs
+
+
+@pytest.mark.parametrize("keep, start, end, expected", [
+    (0.5, 4, 16, [(0.4, [4, 8]), (0.3, [8]), (0.3, [])]),  # 16 / 4 = 2^2: the last bracket prunes nothing
+    (1 / 3, 50, 440, [(0.6, [50, 150]), (0.4, [150])]),  # examples/tune: 440 / 50 < 3^2, two brackets
+    (1 / 3, 48, 440, [(9 / 17, [48, 144, 432]), (5 / 17, [144, 432]), (3 / 17, [432])]),
+])
+def test_hyperband_brackets_are_optunas(keep: float, start: int, end: int, expected: list) -> None:
+    spec = {**SPEC, "kind": "hyperband", "keep": keep, "min_resource": start, "max_resource": end}
+    brackets = hyperband_brackets(spec)
+    assert [(round(share, 6), rungs) for share, rungs in brackets] == [(round(s, 6), r) for s, r in expected]
+    # what --dry prints is what Optuna builds: as many brackets, with these shares of the trials
+    study = study_with("hyperband", [{start: 0.5, end - 1: 0.9}], **{k: v for k, v in spec.items() if k != "kind"})
+    inner = study.pruner.pruner
+    assert inner._n_brackets == len(brackets)
+    total = sum(inner._trial_allocation_budgets)
+    assert [b / total for b in inner._trial_allocation_budgets] == pytest.approx([s for s, _ in brackets])

@@ -71,7 +71,12 @@ def test_dry_prints_space_samples_and_plan(reviews: Path, tmp_path: Path, capsys
     assert "#   num_filters: int in [4, 12], step 4" in out
     assert out.count("#   trial ") == 3
     assert "a trial runs 16 updates of 16 samples, evaluated every 4 updates; pruner hyperband" in out
-    assert "assessments at updates [4, 8]" in out
+    # the default cull_keep_ratio 0.5: reduction factor 2, and Optuna's three brackets for 16 / 4 = 2^2 updates
+    assert "assessments at updates [4, 8]" in out and "(reduction factor 2)" in out
+    assert "hyperband: 3 bracket(s)" in out
+    assert "bracket 0: about 40% of the trials (~3 of 8), assessed at updates [4, 8]" in out
+    assert "bracket 1: about 30% of the trials (~2 of 8), assessed at updates [8]" in out
+    assert "bracket 2: about 30% of the trials (~2 of 8), never assessed: they all run to the end" in out
     assert not (tmp_path / "study").exists()
 
 

@@ -75,8 +75,15 @@ def describe_plan(plan: Any) -> str:
         lines.append(f"#   assessments at updates {rungs}: at each, a trial goes on when it is in the best 1/{factor} "
                      f"of the trials assessed there so far (reduction factor {factor})")
         if a.pruner == "hyperband":
-            lines.append(f"#   hyperband: {len(rungs)} brackets (trials are spread over them); bracket b assesses "
-                         f"at the rungs from update {rungs[0]} x {factor}^b on")
+            from xdpx.tune.study import hyperband_brackets
+
+            brackets = hyperband_brackets(spec)
+            lines.append(f"#   hyperband: {len(brackets)} bracket(s), each trial drawn into one (each bracket ranks "
+                         "only its own trials):")
+            for b, (share, at) in enumerate(brackets):
+                when = f"assessed at updates {at}" if at else "never assessed: they all run to the end"
+                lines.append(f"#     bracket {b}: about {share:.0%} of the trials (~{share * a.max_trials:.0f} of "
+                             f"{a.max_trials}), {when}")
         else:
             for k, step in enumerate(rungs):
                 lines.append(f"#   about {max(1, a.max_trials // factor ** (k + 1))} of {a.max_trials} trials go "

@@ -62,8 +62,9 @@ TUNE_OPTIONS: list[Any] = [
                "others are compared with)"),
     Option("eval_deviation", int, default=None, validate=_positive, validate_msg="must be > 0",
            doc="samples: an evaluation is compared with the other trials' only when it lies within this "
-               "many training samples of an assessment point (matters when batch_size or update_freq are "
-               "tuned); null: half an assess_interval of the base config's samples"),
+               "many training samples of an assessment point, and is then reported at that point (matters "
+               "when batch_size or update_freq are tuned, and for the epoch's partial batch); null: half an "
+               "assess_interval of the base config's samples"),
     Option("save_above_score", float, default=None,
            doc="when a trial ends, its checkpoints are removed unless its best major_metric is better than "
                "this score (logs, args.py and plots stay)"),

@@ -136,6 +136,22 @@ def hyperband_rungs(spec: dict[str, Any]) -> list[int]:
     return rungs
 
 
+def hyperband_brackets(spec: dict[str, Any]) -> list[tuple[float, list[int]]]:
+    """HyperBand's brackets as Optuna's HyperbandPruner builds them: (expected share of the trials, the
+    updates where the bracket's trials are assessed), most aggressive first.
+
+    Optuna makes floor(log_factor(max_resource / min_resource)) + 1 brackets; bracket b is a successive
+    halving whose first assessment is at min_resource x factor^b, and it gets the share
+    ceil(n x factor^s / (s + 1)) / total (s = n - 1 - b) of the trials, each trial drawn by a hash of its
+    number. A bracket whose first assessment is at or after the last update prunes nothing."""
+    factor, start = reduction_factor(spec["keep"]), spec["min_resource"]
+    end = max(spec["max_resource"], start)
+    count = math.floor(math.log(end / start, factor)) + 1  # Optuna's own formula, float rounding included
+    budgets = [math.ceil(count * factor ** (count - 1 - b) / (count - b)) for b in range(count)]
+    rungs = hyperband_rungs({**spec, "kind": "successive_halving"})
+    return [(budget / sum(budgets), [r for r in rungs if r >= start * factor ** b]) for b, budget in enumerate(budgets)]
+
+
 def counted_trials(trials: list[Any]) -> list[Any]:
     """The trials that use up max_trials: not waiting, not over budget, not failed and retried."""
     from optuna.trial import TrialState
