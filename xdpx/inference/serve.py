@@ -71,7 +71,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--batch_size", "--batch-size", type=int, default=None,
                         help="most samples per forward pass (default: the run's valid_batch_size)")
     parser.add_argument("--max_wait_ms", "--max-wait-ms", type=float, default=2.0,
-                        help="how long the batcher waits for more requests before a forward pass (default %(default)s)")
+                        help="how long the batcher waits for more requests before a forward pass; not after a pass of "
+                             "one sample (one client at a time: nothing to wait for) (default %(default)s)")
     parser.add_argument("--max_tokens", "--max-tokens", type=int, default=None,
                         help="most tokens (with padding) per forward pass: the batch is sorted by length and cut "
                              "into passes that pad little (default: batch_size samples per pass)")
@@ -114,19 +115,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if options.port is not None and options.workers > 1:
         return _serve_workers(options)
+    from xdpx.serve.model_thread import model_thread, run_in
+
+    # HTTP: the model is loaded in the thread that will run its forward passes (xdpx/serve/model_thread.py);
+    # interactive: everything in this thread
+    executor = model_thread() if options.port is not None else None
+    load = (options.save_dir, options.checkpoint, options.batch_size, options.cpu, options.threads,
+            options.max_tokens, options.bf16)
     try:
-        predictor = load_for_serving(options.save_dir, options.checkpoint, options.batch_size, options.cpu,
-                                     options.threads, options.max_tokens, options.bf16)
+        predictor = run_in(executor, load_for_serving, *load) if executor else load_for_serving(*load)
     except (ConfigError, UserError, BadInput) as e:
+        if executor:
+            executor.shutdown()
         print(f"x-serve: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1
-    if options.port is None:
+    if executor is None:
         interactive(predictor)
         return 0
     from xdpx.serve.app import create_app
     from xdpx.serve.runner import serve
 
-    app = create_app(predictor, _limits(options), options.batch_size, options.max_wait_ms / 1000, options.max_queue)
+    app = create_app(predictor, _limits(options), options.batch_size, options.max_wait_ms / 1000, options.max_queue,
+                     executor)
     code = serve(app, options.host, options.port, options.max_connections, options.drain_timeout,
                  announce=options.save_dir, header_timeout=options.header_timeout)
     print(f"x-serve: stopped; answered {app.state.answered} prediction requests", file=sys.stderr, flush=True)

@@ -39,18 +39,21 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> R
 class State:
     """What the routes share: the predictor, the batcher, the limits, the metrics and the counts."""
 
-    def __init__(self, predictor: Any, limits: Limits, batch_size: int, max_wait: float, max_queue: int) -> None:
+    def __init__(self, predictor: Any, limits: Limits, batch_size: int, max_wait: float, max_queue: int,
+                 executor: Any = None) -> None:
         self.predictor, self.limits = predictor, limits
         self.metrics = Metrics()
-        self.batcher = Batcher(predictor.predict_inputs, batch_size, max_wait, max_queue, self.metrics.batch)
+        self.batcher = Batcher(predictor.predict_inputs, batch_size, max_wait, max_queue, self.metrics.batch,
+                               executor)
         self.answered = 0  # /predict requests answered 200 (printed when the server stops)
 
 
 def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | None = None,
-               max_wait: float = 0.002, max_queue: int = 2048) -> Any:
-    """The ASGI app serving ``predictor`` (xdpx.serve.predictor.Predictor), wrapped in the metrics."""
+               max_wait: float = 0.002, max_queue: int = 2048, executor: Any = None) -> Any:
+    """The ASGI app serving ``predictor`` (xdpx.serve.predictor.Predictor), wrapped in the metrics;
+    ``executor``: the single thread that loaded the predictor (xdpx/serve/model_thread.py), to predict in."""
     limits = limits or Limits()
-    state = State(predictor, limits, batch_size or predictor.loaded.batch_size, max_wait, max_queue)
+    state = State(predictor, limits, batch_size or predictor.loaded.batch_size, max_wait, max_queue, executor)
     schema = openapi_document(limits, predictor.labels)
 
     async def predict(request: Request) -> Response:
@@ -116,10 +119,13 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
 def app_from_environment() -> Any:
     """``uvicorn --factory xdpx.serve.app:app_from_environment``: the app of one worker process, its
     settings passed by the runner in XDPX_SERVE (JSON), each worker loading the model itself."""
+    from xdpx.serve.model_thread import model_thread, run_in
     from xdpx.serve.predictor import load_for_serving
 
     settings = json.loads(os.environ["XDPX_SERVE"])
-    predictor = load_for_serving(settings["save_dir"], settings["checkpoint"], settings["batch_size"], settings["cpu"],
-                               settings["threads"], settings.get("max_tokens"), settings.get("bf16", False))
+    executor = model_thread()
+    predictor = run_in(executor, load_for_serving, settings["save_dir"], settings["checkpoint"],
+                       settings["batch_size"], settings["cpu"], settings["threads"], settings.get("max_tokens"),
+                       settings.get("bf16", False))
     return create_app(predictor, Limits(**settings["limits"]), settings["batch_size"], settings["max_wait"],
-                      settings["max_queue"])
+                      settings["max_queue"], executor)
