@@ -304,7 +304,10 @@ def main() -> None:
         runs["cls_cnn"] = (save_dir, None, texts, 0)
     if "minilm" in options.models:
         runs["minilm"] = minilm_run(options.work)
-    serve = [sys.executable, "-c", "from xdpx.cli import x_serve; x_serve()"]
+    # -P: `python -c` would put the current folder first on sys.path, and an xdpx/ there (another
+    # checkout) would be measured instead of this one (PYTHONPATH names this checkout)
+    python = [sys.executable, "-P"] if sys.version_info >= (3, 11) else [sys.executable]
+    serve = [*python, "-c", "from xdpx.cli import x_serve; x_serve()"]
     worker_threads = options.threads or max(1, (os.cpu_count() or 2) // 2)
     rows = []
     for model, (save_dir, exported, texts, max_len) in runs.items():
@@ -319,7 +322,7 @@ def main() -> None:
         if "onnx" in options.servers:
             commands["onnx"] = [*serve, onnx_export(options.work, save_dir), *ours]
         if exported:
-            commands["pipeline"] = [sys.executable, "-c", PIPELINE_APP, exported, str(max_len)]
+            commands["pipeline"] = [*python, "-c", PIPELINE_APP, exported, str(max_len)]
         names = {"workers": "x-serve --workers 2", "onnx": "x-serve onnx export", "bf16": "x-serve --bf16"}
         commands = {names.get(k, k): v for k, v in commands.items() if k in options.servers}
         # every server of a model runs at once (an idle one costs nothing) and the measurements alternate
