@@ -21,7 +21,7 @@ import pytest
 
 from xdpx.cli import run_chain
 from xdpx.io import testing
-from xdpx.io.testing import fake_aws_env, free_port, start_moto_server, use_s3_endpoint
+from xdpx.io.testing import fake_aws_env, free_port, start_moto_server, unavailable, use_s3_endpoint
 
 BUCKET = "xdpx-io-test"
 
@@ -118,23 +118,17 @@ def postgres_bin() -> str | None:
     return None
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("XDPX_REQUIRE_POSTGRES") == "1":
-        pytest.fail(f"XDPX_REQUIRE_POSTGRES=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A PostgreSQL server of this session on 127.0.0.1 (trust auth): ``postgresql://xdpx@127.0.0.1:PORT/postgres``."""
     folder = postgres_bin()
     if folder is None:
-        _unavailable("initdb/pg_ctl are not installed (apt-get install -y postgresql)")
+        unavailable("XDPX_REQUIRE_POSTGRES", "initdb/pg_ctl are not installed (apt-get install -y postgresql)")
     try:
         import psycopg  # noqa: F401
         import sqlalchemy  # noqa: F401
     except ImportError as e:
-        _unavailable(f"the PostgreSQL driver does not import ({e}): pip install -e '.[test]'")
+        unavailable("XDPX_REQUIRE_POSTGRES", f"the PostgreSQL driver does not import ({e}): pip install -e '.[test]'")
     root = tempfile.mkdtemp(prefix="xdpx-pg-")  # under /tmp: the server's user must reach it
     prefix: list[str] = []
     if os.geteuid() == 0:  # initdb refuses to run as root: run the server as an unprivileged user

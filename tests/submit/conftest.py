@@ -12,11 +12,7 @@ from collections.abc import Iterator
 import pytest
 from slurm_cluster import SlurmCluster, missing_tools, start_cluster
 
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("XDPX_REQUIRE_SLURM") == "1":
-        pytest.fail(f"XDPX_REQUIRE_SLURM=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
+from xdpx.io.testing import unavailable
 
 
 @pytest.fixture(scope="session")
@@ -24,9 +20,9 @@ def slurm() -> Iterator[SlurmCluster]:
     """munged + slurmctld + slurmd (one node, localhost) from a temp dir; SLURM_CONF points at it."""
     missing = missing_tools()
     if missing:
-        _unavailable(f"Slurm is not installed (missing {', '.join(missing)}): apt-get install -y slurm-wlm munge")
+        unavailable("XDPX_REQUIRE_SLURM", f"Slurm is not installed (missing {', '.join(missing)}): apt-get install -y slurm-wlm munge")
     if os.geteuid() != 0:
-        _unavailable("slurmd must run as root to start jobs (run the Slurm tests as root, e.g. in CI's container)")
+        unavailable("XDPX_REQUIRE_SLURM", "slurmd must run as root to start jobs (run the Slurm tests as root, e.g. in CI's container)")
     cluster = start_cluster()
     try:
         with pytest.MonkeyPatch.context() as mp:

@@ -73,3 +73,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def unavailable(required_by: str, reason: str) -> None:
+    """Skip the calling test because ``reason``; fail it instead where the environment variable
+    ``required_by`` is "1" (CI sets it where it installs the server, so a missing one cannot pass silently)."""
+    import os
+
+    import pytest
+
+    if os.environ.get(required_by) == "1":
+        pytest.fail(f"{required_by}=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
