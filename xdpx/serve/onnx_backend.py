@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any
 
 EXPORT_RECORD = "export.json"
@@ -61,8 +60,7 @@ def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads:
     faster on the CPU (else the run's PyTorch model, said so); raises UserError when parity fails."""
     from xdpx.cli import UserError
     from xdpx.export.parity import ParityError, check_parity, parity_batches, real_samples
-    from xdpx.inference.scoring import predict_logits
-    from xdpx.serve.predictor import load_predictor
+    from xdpx.serve.predictor import load_predictor, timed_logits
 
     with open(os.path.join(export_dir, EXPORT_RECORD), encoding="utf-8") as f:
         record = json.load(f)
@@ -81,16 +79,8 @@ def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads:
     except ParityError as e:
         raise UserError(f"{export_dir}: {e}: the export does not match its run; export it again") from None
 
-    def seconds(model: Any) -> float:
-        best = float("inf")
-        for _ in range(3):
-            started = time.perf_counter()
-            predict_logits(loaded.task, model, loaded.processor, samples, loaded.batch_size, loaded.autocast,
-                           max_tokens=max_tokens)
-            best = min(best, time.perf_counter() - started)
-        return best
-
-    torch_seconds, onnx_seconds = seconds(loaded.model), seconds(onnx_model)
+    torch_seconds = timed_logits(predictor, samples)[1]
+    onnx_seconds = timed_logits(predictor, samples, model=onnx_model)[1]
     faster = onnx_seconds < torch_seconds
     say(f"x-serve: {ONNX_FILE} matches the run's model ({report.describe()}); {len(samples)} samples take "
         f"{onnx_seconds * 1000:.1f} ms with onnxruntime, {torch_seconds * 1000:.1f} ms with PyTorch: serving with "

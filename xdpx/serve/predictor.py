@@ -122,17 +122,33 @@ def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int
     return Predictor(load_model(args, say=lambda m: print(m, file=sys.stderr)), max_tokens)
 
 
+def timed_logits(predictor: Predictor, samples: list[dict[str, Any]], model: Any = None, autocast: Any = None,
+                 repeats: int = 3) -> tuple[Any, float]:
+    """The logits of ``samples`` computed as the predictor's passes are (by default with its model and
+    autocast), and the fastest of ``repeats`` runs in seconds: what the start-up choices compare."""
+    import time
+
+    from xdpx.inference.scoring import predict_logits
+
+    loaded = predictor.loaded
+    best, logits = float("inf"), None
+    for _ in range(repeats):
+        started = time.perf_counter()
+        logits = predict_logits(loaded.task, model if model is not None else loaded.model, loaded.processor,
+                                samples, loaded.batch_size, autocast if autocast is not None else loaded.autocast,
+                                loaded.to_device, max_tokens=predictor.max_tokens)
+        best = min(best, time.perf_counter() - started)
+    return logits, best
+
+
 def serve_in_bf16(predictor: Predictor, say: Any = print) -> None:
     """Run the forward passes under bfloat16 autocast (x-serve ``--bf16``): on CPUs with AMX or AVX-512
     BF16 the matmuls are several times faster; the probabilities move by about 1e-2. How far, and how
     much faster, is measured at start on real samples of the run's data and said."""
-    import time
-
     import torch
 
     from xdpx.cli import UserError
     from xdpx.export.parity import real_samples
-    from xdpx.inference.scoring import predict_logits
 
     loaded = predictor.loaded
     full, half = loaded.autocast, torch.autocast(device_type=loaded.device.type, dtype=torch.bfloat16)
@@ -143,16 +159,8 @@ def serve_in_bf16(predictor: Predictor, say: Any = print) -> None:
         say(f"x-serve: --bf16: serving in bfloat16, not compared with float32 ({e})")
         return
 
-    def run(autocast: Any) -> tuple[Any, float]:
-        best, logits = float("inf"), None
-        for _ in range(3):
-            started = time.perf_counter()
-            logits = predict_logits(loaded.task, loaded.model, loaded.processor, samples, loaded.batch_size,
-                                    autocast, loaded.to_device, max_tokens=predictor.max_tokens)
-            best = min(best, time.perf_counter() - started)
-        return logits, best
-
-    (exact, exact_seconds), (approx, approx_seconds) = run(full), run(half)
+    (exact, exact_seconds), (approx, approx_seconds) = (timed_logits(predictor, samples, autocast=full),
+                                                        timed_logits(predictor, samples, autocast=half))
     loaded.autocast, predictor.backend = half, "pytorch-bf16"
     if loaded.regression:
         difference = f"the scores differ from float32 by at most {float((exact - approx).abs().max()):.3g}"
