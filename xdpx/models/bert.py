@@ -32,6 +32,7 @@ from torch.utils.checkpoint import checkpoint
 from xdpx.models import models
 from xdpx.models.bert_options import ARCHITECTURE_OPTIONS, HEAD_OPTIONS, PRETRAINED_OPTIONS, SIAMESE_OPTIONS
 from xdpx.models.modules.base import num_outputs
+from xdpx.models.modules.capture import capturing_graph
 from xdpx.models.modules.dropout import Dropout, dropout
 from xdpx.tasks.freelb import Perturbable
 
@@ -77,8 +78,7 @@ class BertSelfAttention(nn.Module):
         layer on MiniLM)."""
         parts = (self.query.weight, self.key.weight, self.value.weight, self.query.bias, self.key.bias,
                  self.value.bias)
-        if torch.is_grad_enabled() or torch.compiler.is_compiling() or torch.jit.is_tracing() \
-                or torch.onnx.is_in_onnx_export():
+        if torch.is_grad_enabled() or capturing_graph():
             return torch.cat(parts[:3]), torch.cat(parts[3:])
         key = tuple(v for p in parts for v in (p._version, p.data_ptr()))
         if self._fused is None or self._fused[0] != key:
@@ -106,9 +106,7 @@ def written_out_is_faster(q: torch.Tensor, dropout_p: float) -> bool:
     dropout, its flash kernel's backward is slow in bf16: [32, 12, 34, 32] forward + backward took 52-55 ms
     against 9-18 ms written out (one thread), while in fp32 (7 ms) and without gradients it is the faster.
     Compiled and traced code keeps SDPA (inductor fuses it; exports keep one op)."""
-    if q.device.type != "cpu" or not torch.is_grad_enabled():
-        return False
-    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+    if q.device.type != "cpu" or not torch.is_grad_enabled() or capturing_graph():
         return False
     return dropout_p > 0 or q.dtype != torch.float32
 

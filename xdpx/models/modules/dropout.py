@@ -20,6 +20,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from xdpx.models.modules.capture import capturing_graph
+
 _BITS = 15
 _LEVELS = 1 << _BITS
 
@@ -28,7 +30,7 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """``F.dropout(x, p, training)`` with the CPU mask drawn as described in the module's docstring."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0 or torch.compiler.is_compiling() or torch.jit.is_tracing():
+    if x.device.type != "cpu" or p >= 1.0 or capturing_graph():
         return F.dropout(x, p, True)
     dropped = round(p * _LEVELS)
     if dropped == 0:  # p < 2^-16: nothing would ever be dropped at this resolution
