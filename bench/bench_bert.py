@@ -10,7 +10,7 @@ of the English polarity training split (3,200 sentences: 100 updates an epoch) w
 decay, torch's fused kernel), clipping at 5.0, dropout as in the model's config:
 
 - x-train: the whole loop (x-prepro'd data, batching by length, collate, autocast, normalisation, logs).
-  On the CPU it raises glibc's mmap / trim thresholds (xdpx/train/cpu_memory.py), a process-wide
+  On the CPU it raises glibc's mmap / trim thresholds (xdpx/utils/cpu_memory.py), a process-wide
   setting: every side timed after x-train's first run (all of them: sides run after it in repeat 1) runs
   with it too, so the ratios do not count it;
 - hand loop: the textbook ``zero_grad / forward / loss / backward / clip / step`` on the very batches

@@ -178,7 +178,7 @@ def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int |
     """A run directory, or an ONNX export directory (served through onnxruntime once it matches its run)."""
     from xdpx.cli import UserError
     from xdpx.serve.onnx_backend import is_onnx_export, load_onnx_predictor
-    from xdpx.train.cpu_memory import keep_freed_memory
+    from xdpx.utils.cpu_memory import keep_freed_memory
 
     # every batch frees and allocates activations of several MB (MiniLM's feed-forward at 64 x 40 tokens:
     # 15 MB); glibc would unmap and map them afresh each time, as for x-train's gradients

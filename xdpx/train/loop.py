@@ -33,7 +33,6 @@ from xdpx.train.checkpoints import (
     write_index,
 )
 from xdpx.train.checks import STATE_FILE, available_splits, match_subsets, subsets
-from xdpx.train.cpu_memory import keep_freed_memory
 from xdpx.train.logs import Progress, RunLog, TsvLog
 from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
 from xdpx.train.precision import (
@@ -47,6 +46,7 @@ from xdpx.train.run_dir import check_resumable, outage_message, prepare_run_dir
 from xdpx.train.shards import ShardWaiter, planned_shards, ready_splits
 from xdpx.train.state import derived_seed, rng_state, seed_everything, seed_step, set_rng_state
 from xdpx.tune.reporter import trial_reporter_from_env
+from xdpx.utils.cpu_memory import keep_freed_memory
 
 STATE_VERSION = 1
 COPIED_DATA_FILES = ("vocab.txt", "target_map.txt", "tokenizer.json")
@@ -121,7 +121,7 @@ class Trainer:
             else:
                 self._load_pretrained(module, a.pretrained_model)
         self.module = module.to(ctx.device)
-        if ctx.device.type == "cpu":  # reuse the large blocks every update frees (xdpx/train/cpu_memory.py)
+        if ctx.device.type == "cpu":  # reuse the large blocks every update frees (xdpx/utils/cpu_memory.py)
             keep_freed_memory()
         if a.compile:  # in place: the state_dict keys stay the model's own
             from xdpx.train.compiling import compile_module

@@ -1,4 +1,5 @@
-"""Keep freed memory in the process on CPU training (glibc's malloc), instead of giving it back each update.
+"""Keep freed memory in the process on the CPU (glibc's malloc) instead of giving it back after each
+update or batch.
 
 glibc serves allocations above its mmap threshold (at most 32 MiB by default) with a fresh mmap and
 unmaps them when freed. An update frees and reallocates the same large tensors every time: MiniLM's
