@@ -13,8 +13,9 @@ times of the parts add up), so a long study can be run in parts; ``--report`` on
 the studies already in --out/seed<seed>.
 
 Printed: the machine (CPU model, cores, torch threads per trial, load average), then per study the best
-dev accuracy, the training updates spent (the sum over trials of the last update each reported: pruned
-trials stop at an assessment), their share of the exhaustive study's, trials complete / pruned, wall time.
+dev accuracy, the training updates spent (the sum over trials of the updates each trained, from their
+valid.log.tsv: pruned trials stop at an assessment), their share of the exhaustive study's, trials
+complete / pruned, wall time.
 Goal (docs/tune.md): HyperBand's best within 0.5 points of the exhaustive best at <= 40% of its updates.
 A JSON line with every figure ends the output.
 
@@ -101,13 +102,29 @@ def run_study(tune: str, folder: str) -> None:
         raise SystemExit(f"x-tune {tune} failed with exit code {code} (bench --resume goes on with it)")
 
 
+def trained_updates(trial: str) -> int:
+    """The updates a trial trained: its last evaluation's samples over the samples of one update (a pruned
+    trial stops at the evaluation that reported its last step; a complete one evaluates at its end, which
+    results.tsv's last_step does not show when that evaluation lies near an assessment point already
+    reported: 1319 updates are reported as 1300)."""
+    path = os.path.join(trial, "valid.log.tsv")
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    if not rows:
+        return 0
+    size = int(rows[0]["samples"]) // int(rows[0]["step"])
+    return round(int(rows[-1]["samples"]) / size)
+
+
 def summarize(study: str) -> dict:
     with open(os.path.join(study, "results.tsv")) as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     done = [r for r in rows if r["state"] == "complete" and r["best_accuracy"]]
     best = max(done, key=lambda r: float(r["best_accuracy"]), default=None)
     return {"best": float(best["best_accuracy"]) if best else None, "best_trial": int(best["trial"]) if best else None,
-            "updates": sum(int(r["last_step"]) for r in rows if r["last_step"]),
+            "updates": sum(trained_updates(os.path.join(study, f"trial_{r['trial']}")) for r in rows),
             "complete": sum(r["state"] == "complete" for r in rows),
             "pruned": sum(r["state"] == "pruned" for r in rows),
             "failed": sum(r["state"] == "fail" for r in rows),
@@ -154,8 +171,9 @@ def parse_setting(text: str) -> dict:
     return {"kind": kind, "keep": 1 / int(factor), "min_resource": int(start), "min_ref": int(rest[0]) if rest else 1}
 
 
-def replay(study: str, settings: list[dict]) -> None:
-    """Replay pruner settings on the recorded curves of an exhaustive study (one trial at a time)."""
+def replay(study: str, settings: list[dict], assess: str = "last") -> None:
+    """Replay pruner settings on the recorded curves of an exhaustive study (one trial at a time);
+    ``assess``: what a trial reports at each assessment, its latest score or its best so far."""
     import optuna
 
     sys.path.insert(0, ROOT)
@@ -174,10 +192,10 @@ def replay(study: str, settings: list[dict]) -> None:
                          for r in csv.DictReader(f, delimiter="\t")])
     size = logs[0][0][0] // logs[0][0][2]  # samples of one update (the first evaluation comes before any short batch)
     max_resource = max(math.ceil(log[-1][0] / size) for log in logs)  # what x-tune passes as the updates of a trial
-    full = sum(round(log[-1][0] / size) for log in logs)  # as results.tsv's last_step counts them
+    full = sum(round(log[-1][0] / size) for log in logs)  # every trial to its end: the updates it trained
     exhaustive = max(value for log in logs for _, value, _ in log)
     print(f"REPLAY (not a measurement) of {len(logs)} recorded trials of {study}: exhaustive best {exhaustive:.4f}, "
-          f"{full} updates")
+          f"{full} updates; each trial reports its {'best score so far' if assess == 'best' else 'latest score'}")
     # why pruning can or cannot keep the best: where the trials within GOAL_POINTS of the best rank at each
     # evaluation (among all trials at that evaluation)
     steps = [step for _, _, step in logs[0]]  # updates done (the reported steps are snapped to these)
@@ -202,17 +220,17 @@ def replay(study: str, settings: list[dict]) -> None:
             trial, stopped, trial_best, last = replayed.ask(), False, 0.0, 0
             for samples, value, _ in log:
                 trial_best = max(trial_best, value)
-                # reported where the trial's reporter reports it (xdpx/tune/reporter.py): the last such
-                # step is the trial's last_step in results.tsv, its updates in the real studies' table
+                # reported where the trial's reporter reports it (xdpx/tune/reporter.py)
                 step = report_step(samples, size, start, interval, deviation, max_resource)
                 if step is None:
                     continue
-                trial.report(value, step)
+                trial.report(trial_best if assess == "best" else value, step)
                 last = step
                 if trial.should_prune():
                     stopped = True
                     break
-            spent += last
+            # the updates trained: to the rung where it was pruned, else to its end (as the real studies count)
+            spent += last if stopped else round(log[-1][0] / size)
             if stopped:
                 pruned += 1
                 replayed.tell(trial, state=optuna.trial.TrialState.PRUNED)
@@ -244,9 +262,11 @@ def main() -> None:
     parser.add_argument("--replay", default=None, help="an exhaustive study folder: replay pruner settings on it")
     parser.add_argument("--settings", default=DEFAULT_SETTINGS,
                         help="--replay: pruner:reduction_factor:assess_start_step[:min_ref], comma separated")
+    parser.add_argument("--assess", choices=["last", "best"], default="last",
+                        help="--replay: what a trial reports at an assessment, its latest score or its best so far")
     a = parser.parse_args()
     if a.replay:
-        return replay(a.replay, [parse_setting(s) for s in a.settings.split(",")])
+        return replay(a.replay, [parse_setting(s) for s in a.settings.split(",")], a.assess)
     if not a.report and not os.path.exists(os.path.join(a.data_dir, "meta.hjson")):
         raise SystemExit(f"{a.data_dir} holds no x-prepro output: run python examples/prepare_data.py && "
                          "x-prepro examples/prepro/reviews_char.hjson")
