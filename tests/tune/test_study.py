@@ -29,7 +29,7 @@ def test_results_table_and_trial_runs(study: Path) -> None:
 
     table = pd.read_csv(study / "results.tsv", sep="\t")
     assert list(table.columns) == ["trial", "state", "learning_rate", "num_filters", "dropout", "batch_size",
-                                   "best_accuracy", "best_step", "last_step", "save_dir", "error"]
+                                   "best_accuracy", "best_step", "last_step", "updates", "save_dir", "error"]
     assert list(table["trial"]) == [0, 1, 2, 3]
     failed = table[table["state"] == "fail"]
     assert set(failed["trial"]) == set(table[table["batch_size"] == 512]["trial"]) != set()
@@ -42,8 +42,12 @@ def test_results_table_and_trial_runs(study: Path) -> None:
         assert (args["num_filters"], args["dropout"], args["batch_size"]) == (row.num_filters, row.dropout, 16)
         assert args["save_dir"] == str(study / f"trial_{row.trial}")
         assert (study / f"trial_{row.trial}" / "valid.log.tsv").exists()
+    for row in ran.itertuples():  # the updates trained, from the trial's own last evaluation
+        log = pd.read_csv(study / f"trial_{row.trial}" / "valid.log.tsv", sep="\t")
+        assert row.updates == log["step"].iloc[-1] >= row.last_step
     for row in table[table["state"] == "pruned"].itertuples():
         assert row.last_step < 16  # stopped before the end
+        assert row.updates == row.last_step  # stopped at the evaluation it reported
         assert "| pruned: " in (study / f"trial_{row.trial}" / "log.txt").read_text()
     trials = load_study(study).trials
     assert [t.state.name.lower() for t in trials] == list(table["state"])

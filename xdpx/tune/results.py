@@ -40,21 +40,29 @@ def retries(trials: list[Any]) -> dict[int, int]:
 
 
 def results_table(plan: TunePlan, trials: list[Any]) -> list[list[str]]:
-    """trial, state, the sampled values, best score and step, last step, save_dir, error (header first)."""
+    """trial, state, the sampled values, best score and step, last step, updates, save_dir, error (header
+    first). ``last_step`` is the last step reported to the pruner (a pruned trial's rung); ``updates`` the
+    base-config updates the trial trained to its last evaluation (samples seen / the base config's
+    samples per update): a complete trial's final evaluation can lie near a step already reported (1,317
+    updates with rung points every 50: reported at 1,300), so only ``updates`` says how far it trained."""
     names = [p.name for p in plan.params]
     retried_as = retries(trials)
     metric = plan.base_args.major_metric
-    header = ["trial", "state", *names, f"best_{metric}", "best_step", "last_step", "save_dir", "error"]
+    header = ["trial", "state", *names, f"best_{metric}", "best_step", "last_step", "updates", "save_dir",
+              "error"]
     rows = [header]
     for t in trials:
         values = plan.trial_values(t.params)
         last = max(t.intermediate_values, default=None)
+        seen = t.user_attrs.get("samples_seen")
+        updates = round(seen / plan.update_size) if seen is not None else None
         error = t.user_attrs.get(ERROR_ATTR)
         if t.state.name == "FAIL" and not error:
             error = "interrupted: its x-tune process stopped (no heartbeat)" + (
                 f"; run again as trial {retried_as[t.number]}" if t.number in retried_as else "")
         rows.append([str(t.number), t.state.name.lower(), *(_cell(values.get(n)) for n in names),
                      _cell(t.user_attrs.get("best_score")), _cell(t.user_attrs.get("best_step")), _cell(last),
+                     _cell(updates),
                      _cell(t.user_attrs.get("save_dir") or trial_dir(plan.args.save_dir, t.number)),
                      _cell(error)])
     return rows
