@@ -13,8 +13,8 @@ times of the parts add up), so a long study can be run in parts; ``--report`` on
 the studies already in --out/seed<seed>.
 
 Printed: the machine (CPU model, cores, torch threads per trial, load average), then per study the best
-dev accuracy, the training updates spent (the sum over trials of the updates each trained, from their
-valid.log.tsv: pruned trials stop at an assessment), their share of the exhaustive study's, trials
+dev accuracy, the training updates spent (the sum over trials of the updates each trained, results.tsv's
+``updates``: pruned trials stop at an assessment), their share of the exhaustive study's, trials
 complete / pruned, wall time.
 Goal (docs/tune.md): HyperBand's best within 0.5 points of the exhaustive best at <= 40% of its updates.
 A JSON line with every figure ends the output.
@@ -102,29 +102,13 @@ def run_study(tune: str, folder: str) -> None:
         raise SystemExit(f"x-tune {tune} failed with exit code {code} (bench --resume goes on with it)")
 
 
-def trained_updates(trial: str) -> int:
-    """The updates a trial trained: its last evaluation's samples over the samples of one update (a pruned
-    trial stops at the evaluation that reported its last step; a complete one evaluates at its end, which
-    results.tsv's last_step does not show when that evaluation lies near an assessment point already
-    reported: 1319 updates are reported as 1300)."""
-    path = os.path.join(trial, "valid.log.tsv")
-    if not os.path.exists(path):
-        return 0
-    with open(path) as f:
-        rows = list(csv.DictReader(f, delimiter="\t"))
-    if not rows:
-        return 0
-    size = int(rows[0]["samples"]) // int(rows[0]["step"])
-    return round(int(rows[-1]["samples"]) / size)
-
-
 def summarize(study: str) -> dict:
     with open(os.path.join(study, "results.tsv")) as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     done = [r for r in rows if r["state"] == "complete" and r["best_accuracy"]]
     best = max(done, key=lambda r: float(r["best_accuracy"]), default=None)
     return {"best": float(best["best_accuracy"]) if best else None, "best_trial": int(best["trial"]) if best else None,
-            "updates": sum(trained_updates(os.path.join(study, f"trial_{r['trial']}")) for r in rows),
+            "updates": sum(int(r["updates"]) for r in rows if r["updates"]),
             "complete": sum(r["state"] == "complete" for r in rows),
             "pruned": sum(r["state"] == "pruned" for r in rows),
             "failed": sum(r["state"] == "fail" for r in rows),
