@@ -41,6 +41,7 @@ from xdpx.train.precision import (
     autocast,
     gradient_norm,
     overflowing_parameters,
+    step_divides_gradients,
 )
 from xdpx.train.run_dir import check_resumable, outage_message, prepare_run_dir
 from xdpx.train.shards import ShardWaiter, planned_shards, ready_splits
@@ -376,10 +377,13 @@ class Trainer:
         # on MiniLM); the norm of the normalised gradients is factor x the norm of the summed ones
         clip = self.args.clip_norm or 0.0
         grad_norm = float(gradient_norm(grads)) * factor
+        scale = 1.0
         if math.isfinite(grad_norm):
             scale = factor * (min(1.0, clip / (grad_norm + 1e-6)) if clip > 0 else 1.0)  # clip_grad_norm_'s rule
-            if scale != 1.0:
-                torch._foreach_mul_(grads, scale)
+        # a fused optimizer step divides the gradients by 1 / scale as it reads them (no pass of its own)
+        divide_in_step = scale != 1.0 and step_divides_gradients(self.optimizer)
+        if scale != 1.0 and not divide_in_step:
+            torch._foreach_mul_(grads, scale)
         if not (math.isfinite(grad_norm) and math.isfinite(loss_sum)):
             if self.scaler is None:
                 raise self._non_finite_error(loss_sum, grad_norm, self._locate_non_finite(chunks, dataset))
@@ -398,7 +402,14 @@ class Trainer:
         if self.scaler is not None:
             self.scaler.update(overflow=False)
         lr = self.scheduler.step_update(self.optimizer, self.num_updates)
-        self.optimizer.step()
+        if divide_in_step:
+            self.optimizer.grad_scale = torch.tensor(1.0 / scale, dtype=torch.float32, device=grads[0].device)
+            try:
+                self.optimizer.step()
+            finally:
+                del self.optimizer.grad_scale  # read by every later step(): it is this update's only
+        else:
+            self.optimizer.step()
         if self.bmuf is not None:
             self.bmuf.after_update(self.num_updates + 1)
         self.time["compute"] += time.perf_counter() - t2
