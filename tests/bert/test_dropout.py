@@ -78,3 +78,23 @@ def test_written_out_attention_is_chosen_where_it_is_faster():
     assert not written_out_is_faster(q32, 0.0)  # fp32 without dropout: SDPA's flash kernel
     with torch.no_grad():  # inference: SDPA
         assert not written_out_is_faster(q16, 0.1)
+
+
+def test_bf16_attention_rounds_the_probabilities_once():
+    """under bf16 the softmax takes the bf16 scores and rounds its fp32 result once: within one bf16
+    rounding of fp32 probabilities rounded to bf16 (HF's eager order), gradients within ~1%"""
+    torch.manual_seed(3)
+    q, k = (torch.randn(2, 3, 7, 8, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    v = torch.eye(7, 8, dtype=torch.bfloat16).expand(2, 3, 7, 8).clone().requires_grad_(True)
+    mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    mask[1, ..., 4:] = False
+    got = written_out_attention(q, k, v, mask)
+    scores = (q * 8 ** -0.5) @ k.transpose(-1, -2)
+    reference = torch.softmax(scores.masked_fill(~mask, -1e30).float(), dim=-1).to(torch.bfloat16) @ v
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), reference.float(), rtol=2 ** -7, atol=2 ** -9)
+    assert bool((got[1, ..., 4:] == 0).all())  # padded keys get no weight
+    grad = torch.randn_like(got)
+    (got_q,) = torch.autograd.grad(got, q, grad)
+    (reference_q,) = torch.autograd.grad(reference, q, grad)
+    assert float((got_q.float() - reference_q.float()).norm() / reference_q.float().norm()) < 0.01
