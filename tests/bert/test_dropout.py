@@ -45,6 +45,23 @@ def test_eval_mode_and_zero_p_are_identity_and_bf16_keeps_its_dtype():
     assert y.dtype == torch.bfloat16 and 0 < int((y == 0).sum()) < y.numel()
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_mask_is_the_scaled_mask_bit_for_bit(dtype):
+    # 2-byte dtypes build the scaled mask by an integer multiply of the mask's bits: it must equal the
+    # float path (the 0/1 mask cast to the dtype, times the scale in the dtype) for the same draws
+    x = torch.randn(3, 17, 11, dtype=dtype, requires_grad=True)
+    torch.manual_seed(9)
+    y = dropout(x, 0.1)
+    torch.manual_seed(9)
+    keep = torch.empty((x.numel() + 1) // 2, dtype=torch.int32).random_().view(torch.int16)[: x.numel()]
+    keep = keep.bitwise_and_(32767).ge_(round(0.1 * 32768)).view(x.shape)
+    scale = 32768 / (32768 - round(0.1 * 32768))
+    mask = keep.to(dtype) * scale
+    assert y.dtype == dtype and torch.equal(y, x * mask)
+    y.sum().backward()
+    assert torch.equal(x.grad, mask) and 0 < int((mask == 0).sum()) < mask.numel()
+
+
 def test_written_out_attention_equals_sdpa():
     torch.manual_seed(0)
     q, k, v = (torch.randn(3, 4, 9, 8) for _ in range(3))

