@@ -24,8 +24,9 @@ decay, torch's fused kernel), clipping at 5.0, dropout as in the model's config:
 
 Sides alternate within each repeat; a table gives the median of the repeats and every repeat's x-train /
 side ratio (sides of one repeat ran back to back: those ratios are the least disturbed by a shared
-machine). Model FLOP/s counts the encoder's matmul FLOPs of each side's padded batches (6 x parameters x
-tokens plus attention) as a share of the matmul peak measured in the same process after warm-up (median
+machine). Model FLOP/s counts the encoder's matmul FLOPs each side computes on its padded batches (6 x
+parameters x tokens plus attention; for our BERT, whose last layer computes only what the [CLS] head
+reads, that layer's keys and values for every token and the rest for [CLS]) as a share of the matmul peak measured in the same process after warm-up (median
 of ``--peak-repeats`` timings, spread printed). The CPU model, its AMX / AVX-512 flags and the load
 average before and after are printed with the figures. The device is chosen automatically (CUDA when
 present; bf16 autocast runs there).
@@ -136,10 +137,11 @@ class Shapes:
     def real(self) -> int:
         return sum(real for _, _, real in self.batches)
 
-    def flops(self, model: Any) -> float:
+    def flops(self, model: Any, first_only: bool = False) -> float:
+        """The encoder's matmul FLOPs on these batches; ``first_only``: our BERT's last layer at [CLS] only."""
         from xdpx.models.bert import count_flops
 
-        return sum(count_flops(model, rows * length, length) for rows, length, _ in self.batches)
+        return sum(count_flops(model, rows * length, length, first_only) for rows, length, _ in self.batches)
 
 
 def shapes_of(batches: list[dict[str, Any]]) -> Shapes:
@@ -276,6 +278,7 @@ def matmul_peak(device: Any, dtype: Any, n: int = 2048, repeats: int = 25, warmu
     return rates
 
 
+OUR_MODEL = ("xtrain", "hand")  # sides that train xdpx's bert_classification (the others: transformers')
 NAMES = {"xtrain": "x-train", "hand": "hand loop, our BERT", "hand_hf": "hand loop, HF model",
          "hf_trainer": "HF Trainer (padding collator, group_by_length, fused AdamW)"}
 
@@ -300,7 +303,8 @@ def report(precision: str, results: dict[str, list[tuple[float, int, Shapes]]], 
                      + " ".join(f"{r:.2f}" for r in per_repeat))
         else:
             ratio = "-"
-        rate = shapes.flops(model) / seconds
+        # our BERT (x-train, the hand loop) skips the last layer's rows the [CLS] head does not read
+        rate = shapes.flops(model, side in OUR_MODEL and model.reads_first_token_only()) / seconds
         print(f"| {NAMES[side]} | {per_second:.1f} | {shapes.real / seconds:,.0f} | {shapes.padded / seconds:,.0f} | "
               f"{shapes.real / shapes.padded:.1%} | {ratio} | {rate / 1e9:.0f} | {rate / median_peak:.0%} |")
     print(f"all runs, samples/s: {json.dumps({k: [round(x, 2) for x in v] for k, v in speed.items()})}", flush=True)

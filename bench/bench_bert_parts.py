@@ -55,10 +55,15 @@ def matmul_shapes(rows: int, length: int, model: Any) -> list[tuple[int, int, in
     n = rows * length
     forward = [(1, n, hidden, 3 * hidden), (rows * heads, length, head, length), (rows * heads, length, length, head),
                (1, n, hidden, hidden), (1, n, hidden, inter), (1, n, inter, hidden)]
+    layers = [forward] * len(bert.encoder.layer)
+    if model.reads_first_token_only():  # the last layer: keys and values of every token, the rest for [CLS]
+        layers[-1] = [(1, n, hidden, 2 * hidden), (1, rows, hidden, hidden), (rows * heads, 1, head, length),
+                      (rows * heads, 1, length, head), (1, rows, hidden, hidden), (1, rows, hidden, inter),
+                      (1, rows, inter, hidden)]
     shapes = []
-    for b, m, k, nn_ in forward:  # y = x w: forward, dx = dy w^T, dw = x^T dy
+    for b, m, k, nn_ in (s for layer in layers for s in layer):  # y = x w: forward, dx = dy w^T, dw = x^T dy
         shapes += [(b, m, k, nn_), (b, m, nn_, k), (b, k, m, nn_)]
-    return shapes * len(bert.encoder.layer)
+    return shapes
 
 
 def time_matmuls(shapes: list[tuple[int, int, int, int]], dtype: Any) -> float:
@@ -117,7 +122,7 @@ def measure(precision: str, data_dir: str, folder: str, updates: int) -> None:
                 times[name].append(seconds)
     peak = statistics.median(matmul_peak(torch.device("cpu"), dtype))
     shapes = shapes_of(batches[3:])
-    flops = shapes.flops(model) / len(shapes.batches)
+    flops = shapes.flops(model, model.reads_first_token_only()) / len(shapes.batches)
     print(f"\n{precision}: {len(shapes.batches)} batches, {shapes.padded / len(shapes.batches):.0f} padded tokens per "
           f"batch, {flops / 1e9:.1f} GFLOP per update; matmul peak (2048^3) {peak / 1e9:.0f} GFLOP/s; load average "
           f"{load_average()}")

@@ -90,7 +90,7 @@ class FullWidthSiamese(nn.Module):
         ids = torch.cat((input_ids, b)).masked_fill(~mask, 0)
         m = self.model
         embedded = BertBase.bottom_predict(m, ids, torch.zeros_like(ids), mask.long())["embeddings"]
-        pooled = m.pool(m.bert.encode(embedded, mask.long()), mask.long())
+        pooled = m.pool(m.bert.encode(embedded, mask.long(), m.reads_first_token_only()), mask.long())
         # slices, not the model's chunk(2): the ONNX optimizer cannot fold a split of a dynamic batch
         u, v = pooled[: input_ids.size(0)], pooled[input_ids.size(0):]
         logits = m.classifier(m.dropout(torch.cat((u, v, (u - v).abs(), u * v), dim=-1)))
