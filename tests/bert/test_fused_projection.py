@@ -43,3 +43,24 @@ def test_kept_projection_follows_a_cast_and_stays_out_of_the_state_dict():
         layer.double()
         assert layer(x.double(), None).dtype == torch.float64 and layer._fused[1].dtype == torch.float64
     assert set(layer.state_dict()) == {f"{n}.{p}" for n in ("query", "key", "value") for p in ("weight", "bias")}
+
+
+def test_kept_projection_is_dropped_when_training_resumes_after_a_fused_step():
+    # torch's fused AdamW (x-train's default) writes the weights without bumping their version: the
+    # projection kept by an evaluation must not survive into the next evaluation (it did: x-train's dev
+    # scores after the first evaluation used the first evaluation's query/key/value weights)
+    layer, x = attention(), torch.randn(2, 5, 8)
+    optimizer = torch.optim.AdamW(layer.parameters(), lr=0.1, fused=True)
+    layer.eval()
+    with torch.no_grad():
+        before = layer(x, None)
+    layer.train()
+    layer(x, None).sum().backward()
+    versions = [p._version for p in layer.parameters()]
+    optimizer.step()
+    assert [p._version for p in layer.parameters()] == versions  # why the version alone cannot tell
+    layer.eval()
+    with torch.no_grad():
+        after = layer(x, None)
+    fresh = layer(x, None)  # gradients enabled: concatenated anew
+    assert not torch.equal(after, before) and torch.equal(after, fresh.detach())

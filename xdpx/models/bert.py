@@ -70,10 +70,18 @@ class BertSelfAttention(nn.Module):
         self.dropout_p = c.attention_probs_dropout_prob
         self._fused: tuple[tuple[int, ...], torch.Tensor, torch.Tensor] | None = None  # not in the state_dict
 
+    def train(self, mode: bool = True) -> BertSelfAttention:
+        # torch's fused optimizers (x-train's default AdamW) write the weights in place without bumping
+        # their version, so a kept projection would outlive an update: every mode switch drops it (x-train
+        # switches to train() before each update and to eval() for each evaluation)
+        self._fused = None
+        return super().train(mode)
+
     def fused_projection(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The [3H, H] weight and [3H] bias. With gradients enabled they are concatenated in every forward
         (autograd needs the graph); without gradients (x-eval, x-pred, x-serve) they are kept until a
-        parameter changes (in place: its version; moved or cast: its storage), because concatenating
+        parameter changes (in place: its version; moved or cast: its storage) or the module switches
+        between train() and eval() (fused optimizer steps change no version), because concatenating
         anew for each request cost as much as the matmul for one short sentence (a fresh 1.7 MB block per
         layer on MiniLM)."""
         parts = (self.query.weight, self.key.weight, self.value.weight, self.query.bias, self.key.bias,
