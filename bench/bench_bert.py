@@ -26,8 +26,8 @@ Sides alternate within each repeat; a table gives the median of the repeats and 
 side ratio (sides of one repeat ran back to back: those ratios are the least disturbed by a shared
 machine). Model FLOP/s counts the encoder's matmul FLOPs each side computes on its padded batches (6 x
 parameters x tokens plus attention; for our BERT, whose last layer computes only what the [CLS] head
-reads, that layer's keys and values for every token and the rest for [CLS]) as a share of the matmul peak measured in the same process after warm-up (median
-of ``--peak-repeats`` timings, spread printed). The CPU model, its AMX / AVX-512 flags and the load
+reads, that layer's keys and values for every token and the rest for [CLS]) as a share of the matmul
+peak measured in the same process after warm-up (median of ``--peak-repeats`` timings, spread printed). The CPU model, its AMX / AVX-512 flags and the load
 average before and after are printed with the figures. The device is chosen automatically (CUDA when
 present; bf16 autocast runs there).
 """

@@ -550,12 +550,9 @@ def count_flops(model: nn.Module, tokens: int, seq_len: int, first_only: bool = 
     full = 6.0 * matmul_params * tokens + 12.0 * layers * seq_len * hidden * tokens
     if not first_only:
         return full
-    per_layer = matmul_params / layers
-    key_value = 2 * hidden * hidden
-    rows = tokens / seq_len
-    last_full = 6.0 * per_layer * tokens + 12.0 * seq_len * hidden * tokens
-    last_first = 6.0 * key_value * tokens + 6.0 * (per_layer - key_value) * rows + 12.0 * seq_len * hidden * rows
-    return full - last_full + last_first
+    # skipped: the last layer's matmuls other than key and value, and its attention, for all but one token a row
+    skipped_per_token = 6.0 * (matmul_params / layers - 2 * hidden * hidden) + 12.0 * seq_len * hidden
+    return full - skipped_per_token * (tokens - tokens / seq_len)
 
 
 __all__ = ["BertModel", "attention_bias", "count_flops"]
