@@ -34,6 +34,7 @@ from xdpx.models.bert_options import ARCHITECTURE_OPTIONS, HEAD_OPTIONS, PRETRAI
 from xdpx.models.modules.base import num_outputs
 from xdpx.models.modules.capture import capturing_graph
 from xdpx.models.modules.dropout import Dropout, dropout
+from xdpx.models.modules.packed_attention import packed_self_attention
 from xdpx.tasks.freelb import Perturbable
 
 ACTIVATIONS = {
@@ -104,7 +105,11 @@ class BertSelfAttention(nn.Module):
             q = F.linear(x[:, :1], weight[:h], bias[:h]).view(b, 1, self.heads, self.head_size).transpose(1, 2)
             t = 1
         else:  # one [3H, H] matmul instead of three
-            q, k, v = F.linear(x, weight, bias).view(b, t, 3, self.heads, self.head_size).permute(2, 0, 3, 1, 4)
+            qkv = F.linear(x, weight, bias).view(b, t, 3, self.heads, self.head_size)
+            dropout_p = self.dropout_p if self.training else 0.0
+            if written_out_is_faster(qkv, dropout_p):  # its gradients go straight into qkv's layout
+                return packed_self_attention(qkv, mask, dropout_p)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)
         dropout_p = self.dropout_p if self.training else 0.0
         if written_out_is_faster(q, dropout_p):
             out = written_out_attention(q, k, v, mask, dropout_p)

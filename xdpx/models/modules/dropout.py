@@ -32,21 +32,30 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """``F.dropout(x, p, training)`` with the CPU mask drawn as described in the module's docstring."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0 or capturing_graph():
+    if x.device.type != "cpu" or p >= 1.0 or capturing_graph() or round(p * _LEVELS) == 0:
+        # p < 2^-16: nothing would ever be dropped at this resolution
         return F.dropout(x, p, True)
+    return x * dropout_mask(x, p)
+
+
+def dropout_mask(x: torch.Tensor, p: float) -> torch.Tensor:
+    """The scaled mask (0 or 1 / keep probability, in x's dtype) that :func:`dropout` multiplies a CPU
+    tensor like ``x`` by, from the same draws: ``x * dropout_mask(x, p)`` is ``dropout(x, p)`` bit for bit
+    when both start from the same generator state. For code that needs the mask again in its backward."""
+    if x.device.type != "cpu" or not 0.0 < p < 1.0 or capturing_graph() or round(p * _LEVELS) == 0:
+        return F.dropout(torch.ones_like(x), p, True)
     dropped = round(p * _LEVELS)
-    if dropped == 0:  # p < 2^-16: nothing would ever be dropped at this resolution
-        return F.dropout(x, p, True)
     n = x.numel()
     # int32 random_ covers [0, 2^31): the low int16 half is 16 random bits, the high one 15 (its sign
     # bit is 0); keeping 15 bits of each gives two uniform numbers on [0, 2^15) per draw
-    halves = torch.empty((n + 1) // 2, dtype=torch.int32).random_().view(torch.int16)[:n]
-    keep = halves.bitwise_and_(_LEVELS - 1).ge_(dropped).view(x.shape)
+    uniform = torch.empty((n + 1) // 2, dtype=torch.int32).random_().view(torch.int16)[:n].bitwise_and_(_LEVELS - 1)
     scale = _LEVELS / (_LEVELS - dropped)
     # the mask in x's dtype, like torch's dropout (its noise tensor is x's dtype too)
     if x.dtype.itemsize == 2:  # bf16 / fp16: 0 or 1 times the bits of the scale are the mask's bits
-        return x * keep.mul_(_bits_of(scale, x.dtype)).view(x.dtype)
-    return x * keep.to(x.dtype).mul_(scale)
+        return uniform.ge_(dropped).mul_(_bits_of(scale, x.dtype)).view(x.dtype).view(x.shape)
+    # a boolean mask, then one pass to the scaled one (a cast and a multiply of the 0/1 integers were two)
+    keep = uniform.ge(dropped).view(x.shape)
+    return torch.where(keep, torch.tensor(scale, dtype=x.dtype), torch.tensor(0.0, dtype=x.dtype))
 
 
 @functools.lru_cache(maxsize=64)
