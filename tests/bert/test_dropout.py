@@ -45,9 +45,9 @@ def test_eval_mode_and_zero_p_are_identity_and_bf16_keeps_its_dtype():
     assert y.dtype == torch.bfloat16 and 0 < int((y == 0).sum()) < y.numel()
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_half_precision_mask_is_the_scaled_mask_bit_for_bit(dtype):
-    # 2-byte dtypes build the scaled mask by an integer multiply of the mask's bits: it must equal the
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
+def test_mask_is_the_scaled_mask_bit_for_bit(dtype):
+    # every float dtype builds the scaled mask by an integer multiply of the mask's bits: it must equal the
     # float path (the 0/1 mask cast to the dtype, times the scale in the dtype) for the same draws
     x = torch.randn(3, 17, 11, dtype=dtype, requires_grad=True)
     torch.manual_seed(9)
