@@ -8,9 +8,11 @@ projection's matmul: two copies of the whole q/k/v gradient, plus a copy of q fo
 the scores for the padding mask. Here the backward is written out (the same matmuls, softmax backward
 and dropout mask), q is scaled in the copy that the matmul needs anyway, the mask is applied in place,
 and each gradient is written once, into the projection's layout. Outputs and gradients are bit for bit
-those of the autograd version (the same matmuls on operands in the same memory layouts, so the BLAS takes the same kernel path on any machine), so training results do not change; an update
-of all-MiniLM-L6-v2 (batch 32, one thread) got 1.1% faster in fp32 and 1.5% in bf16 (medians of paired
-per-update timings on the bench's batches, Xeon, 2026-11-25).
+those of the autograd version: each matmul gets the same operands in the same memory layouts, so the
+BLAS takes the same kernel path on any machine, and training results do not change. Medians of paired
+per-update timings of all-MiniLM-L6-v2 (batch 32, one thread, the bench's batches): 1.001x fp32 and
+1.011x bf16 on an AMD EPYC (with a transposed view of k instead of its copy, which rounded differently
+there: 1.011x and 1.015x on a Xeon with AMX).
 
 Used where :func:`xdpx.models.bert.written_out_is_faster` chooses written-out attention (CPU training
 with attention dropout, or not fp32); torch.compile and exports keep SDPA.
