@@ -100,17 +100,16 @@ class BertSelfAttention(nn.Module):
         every token's key and value (see :meth:`BertEncoder.forward`)."""
         b, t, h = x.shape
         weight, bias = self.fused_projection()
+        dropout_p = self.dropout_p if self.training else 0.0
         if first_only:
             k, v = F.linear(x, weight[h:], bias[h:]).view(b, t, 2, self.heads, self.head_size).permute(2, 0, 3, 1, 4)
             q = F.linear(x[:, :1], weight[:h], bias[:h]).view(b, 1, self.heads, self.head_size).transpose(1, 2)
             t = 1
         else:  # one [3H, H] matmul instead of three
             qkv = F.linear(x, weight, bias).view(b, t, 3, self.heads, self.head_size)
-            dropout_p = self.dropout_p if self.training else 0.0
             if written_out_is_faster(qkv, dropout_p):  # its gradients go straight into qkv's layout
                 return packed_self_attention(qkv, mask, dropout_p)
             q, k, v = qkv.permute(2, 0, 3, 1, 4)
-        dropout_p = self.dropout_p if self.training else 0.0
         if written_out_is_faster(q, dropout_p):
             out = written_out_attention(q, k, v, mask, dropout_p)
         else:

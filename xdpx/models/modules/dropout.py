@@ -32,17 +32,22 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """``F.dropout(x, p, training)`` with the CPU mask drawn as described in the module's docstring."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0 or capturing_graph() or round(p * _LEVELS) == 0:
-        # p < 2^-16: nothing would ever be dropped at this resolution
+    if not _draws_own_mask(x, p):
         return F.dropout(x, p, True)
     return x * dropout_mask(x, p)
+
+
+def _draws_own_mask(x: torch.Tensor, p: float) -> bool:
+    """Whether xdpx draws the mask itself: a CPU tensor outside graph capture, 0 < p < 1, and p at least
+    2^-16 (below that nothing would ever be dropped at 15-bit resolution); else it is torch's dropout."""
+    return x.device.type == "cpu" and 0.0 < p < 1.0 and not capturing_graph() and round(p * _LEVELS) > 0
 
 
 def dropout_mask(x: torch.Tensor, p: float) -> torch.Tensor:
     """The scaled mask (0 or 1 / keep probability, in x's dtype) that :func:`dropout` multiplies a CPU
     tensor like ``x`` by, from the same draws: ``x * dropout_mask(x, p)`` is ``dropout(x, p)`` bit for bit
     when both start from the same generator state. For code that needs the mask again in its backward."""
-    if x.device.type != "cpu" or not 0.0 < p < 1.0 or capturing_graph() or round(p * _LEVELS) == 0:
+    if not _draws_own_mask(x, p):
         return F.dropout(torch.ones_like(x), p, True)
     dropped = round(p * _LEVELS)
     n = x.numel()
