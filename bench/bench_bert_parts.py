@@ -1,6 +1,6 @@
 """Where a MiniLM fine-tuning update spends its time, outside any trainer: the ceiling of bench_bert.py.
 
-    python bench/bench_bert_parts.py [--threads 1] [--precision fp32 bf16] [--updates 40]
+    python bench/bench_bert_parts.py [--threads 1] [--precision fp32 bf16] [--updates 40] [--probes]
 
 On x-train's own batches (batch 32, max_len 128, English polarity, padded to the longest sample) it times,
 for each precision, in one process, with the parts alternating batch by batch:
@@ -9,8 +9,14 @@ for each precision, in one process, with the parts alternating batch by batch:
   scores and values, attention output, the two feed-forward products; backward: two products for each
   of them), in the autocast dtype, on random tensors of the batch's shapes;
 - ``forward + backward``: our BERT (bert_classification) with its loss, no optimizer (dropout on);
-- ``forward + backward, no dropout``: the same in eval mode (no dropout; autograd still on);
-- ``update``: forward + backward + clip + fused AdamW step, as the hand loop of bench_bert.py.
+- ``forward + backward, no dropout``: the same in eval mode (no dropout; autograd still on; fp32 attention
+  without dropout runs as SDPA's fused kernel, see xdpx/models/bert.py ``written_out_is_faster``);
+- ``update``: forward + backward + clip + fused AdamW step, as the hand loop of bench_bert.py;
+- with ``--probes``, cost probes (not training): ``forward + backward`` with one part removed (GELU as
+  the identity, LayerNorm as the identity, the word embeddings frozen, no dropout), so that the median
+  of the paired differences (same batch, timed one after the other) is what that part costs inside a
+  real update, caches and allocator included. torch.profiler attributes time per op but distorts it:
+  it put 16-17 ms (fp32, one thread) on zeroing the word-embedding gradient.
 
 Each line gives ms per update (median over the batches), model GFLOP/s (bench_bert.py's count: 6 x matmul
 parameters x padded tokens plus attention) and its share of the matmul peak measured in the same process
@@ -76,7 +82,42 @@ def time_matmuls(shapes: list[tuple[int, int, int, int]], dtype: Any) -> float:
     return time.perf_counter() - start
 
 
-def measure(precision: str, data_dir: str, folder: str, updates: int) -> None:
+@contextlib.contextmanager
+def removed(model: Any, part: str) -> Any:
+    """``model`` with ``part`` taken out for one forward and backward (a cost probe, not training)."""
+    from torch import nn
+
+    if part == "gelu":
+        blocks = [layer.intermediate for layer in model.bert.encoder.layer]
+        acts = [b.act for b in blocks]
+        for b in blocks:
+            b.act = lambda x: x
+        try:
+            yield
+        finally:
+            for b, act in zip(blocks, acts):
+                b.act = act
+    elif part == "layernorm":
+        norms = [m for m in model.modules() if isinstance(m, nn.LayerNorm)]
+        for m in norms:
+            m.forward = lambda x: x  # an instance attribute shadows the class's forward
+        try:
+            yield
+        finally:
+            for m in norms:
+                del m.forward
+    elif part == "word embeddings' gradient":
+        weight = model.bert.embeddings.word_embeddings.weight
+        weight.requires_grad_(False)
+        try:
+            yield
+        finally:
+            weight.requires_grad_(True)
+    else:
+        raise ValueError(part)
+
+
+def measure(precision: str, data_dir: str, folder: str, updates: int, probes: bool = False) -> None:
     """Time the parts of one precision, alternating batch by batch, and print their table."""
     import torch
     import torch.nn.functional as F
@@ -96,6 +137,12 @@ def measure(precision: str, data_dir: str, folder: str, updates: int) -> None:
             loss = F.cross_entropy(model(**batch["net_input"]).float(), batch["target"])
         loss.backward()
 
+    def without(part: str) -> Any:
+        def run(batch: dict[str, Any]) -> None:
+            with removed(model, part):
+                forward_backward(batch, True)
+        return run
+
     def update(batch: dict[str, Any]) -> None:
         forward_backward(batch, True)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
@@ -114,6 +161,9 @@ def measure(precision: str, data_dir: str, folder: str, updates: int) -> None:
         "forward + backward, no dropout": timed(lambda b: forward_backward(b, False)),
         "update (+ clip + fused AdamW)": timed(update),
     }
+    probed = ["gelu", "layernorm", "word embeddings' gradient"] if probes else []
+    for part in probed:
+        parts[f"forward + backward without {part} (probe)"] = timed(without(part))
     times: dict[str, list[float]] = {name: [] for name in parts}
     for i, batch in enumerate(batches):
         for name, run in parts.items():
@@ -131,6 +181,16 @@ def measure(precision: str, data_dir: str, folder: str, updates: int) -> None:
     for name, values in times.items():
         seconds = statistics.median(values)
         print(f"| {name} | {seconds * 1e3:.1f} | {flops / seconds / 1e9:.0f} | {flops / seconds / peak:.0%} |")
+    if probes:
+        reference = times["forward + backward"]
+        print("\n| part | its cost: median of paired differences, ms per update | quartiles |")
+        print("| --- | --- | --- |")
+        rows = {"dropout": times["forward + backward, no dropout"]}
+        rows.update({part: times[f"forward + backward without {part} (probe)"] for part in probed})
+        for part, values in rows.items():
+            diffs = [(a - b) * 1e3 for a, b in zip(reference, values)]
+            q1, _, q3 = statistics.quantiles(diffs, n=4)
+            print(f"| {part} | {statistics.median(diffs):.1f} | {q1:.1f} to {q3:.1f} |")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -138,17 +198,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--updates", type=int, default=40, help="batches timed per part (after 3 warm-up)")
+    parser.add_argument("--probes", action="store_true",
+                        help="also time forward + backward without GELU, LayerNorm, the word embeddings' gradient")
     options = parser.parse_args(argv)
     import torch
 
+    from xdpx.utils.cpu_memory import keep_freed_memory
+
     if options.threads:
         torch.set_num_threads(options.threads)
+    # x-train's CPU process setting (xdpx/utils/cpu_memory.py): without it each update page-faults the
+    # 47 MB word-embedding gradient afresh, which x-train does not pay
+    kept = keep_freed_memory()
     print(f"MiniLM update parts, cpu ({torch.get_num_threads()} threads), torch {torch.__version__}\n"
-          f"CPU: {cpu_description()}\nload average at start: {load_average()}", flush=True)
+          f"CPU: {cpu_description()}\nglibc keeps freed memory (as in x-train): {kept}\n"
+          f"load average at start: {load_average()}", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         data_dir = prepare_data(folder)
         for precision in options.precision:
-            measure(precision, data_dir, folder, options.updates)
+            measure(precision, data_dir, folder, options.updates, options.probes)
     print(f"load average at end: {load_average()}")
 
 
