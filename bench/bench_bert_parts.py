@@ -82,39 +82,32 @@ def time_matmuls(shapes: list[tuple[int, int, int, int]], dtype: Any) -> float:
     return time.perf_counter() - start
 
 
-@contextlib.contextmanager
-def removed(model: Any, part: str) -> Any:
-    """``model`` with ``part`` taken out for one forward and backward (a cost probe, not training)."""
+def removed(model: Any, part: str) -> contextlib.ExitStack:
+    """``model`` with ``part`` taken out for one forward and backward (a cost probe, not training): GELU
+    and LayerNorm become the identity (an instance attribute shadows LayerNorm's forward), the word
+    embeddings are frozen; everything is restored when the ``with`` block ends."""
+    from unittest import mock
+
     from torch import nn
 
+    def identity(x: Any) -> Any:
+        return x
+
+    stack = contextlib.ExitStack()
     if part == "gelu":
-        blocks = [layer.intermediate for layer in model.bert.encoder.layer]
-        acts = [b.act for b in blocks]
-        for b in blocks:
-            b.act = lambda x: x
-        try:
-            yield
-        finally:
-            for b, act in zip(blocks, acts):
-                b.act = act
+        for layer in model.bert.encoder.layer:
+            stack.enter_context(mock.patch.object(layer.intermediate, "act", identity))
     elif part == "layernorm":
-        norms = [m for m in model.modules() if isinstance(m, nn.LayerNorm)]
-        for m in norms:
-            m.forward = lambda x: x  # an instance attribute shadows the class's forward
-        try:
-            yield
-        finally:
-            for m in norms:
-                del m.forward
+        for m in model.modules():
+            if isinstance(m, nn.LayerNorm):
+                stack.enter_context(mock.patch.object(m, "forward", identity))
     elif part == "word embeddings' gradient":
         weight = model.bert.embeddings.word_embeddings.weight
         weight.requires_grad_(False)
-        try:
-            yield
-        finally:
-            weight.requires_grad_(True)
+        stack.callback(weight.requires_grad_, True)
     else:
         raise ValueError(part)
+    return stack
 
 
 def measure(precision: str, data_dir: str, folder: str, updates: int, probes: bool = False) -> None:
