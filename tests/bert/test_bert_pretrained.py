@@ -129,8 +129,8 @@ def test_from_tf_reads_a_tf_written_checkpoint_with_its_bert_config(tmp_path):
     pytest.importorskip("tensorflow")
     import json
 
-    from xdpx.export.tf_checkpoint import write_tf_bert_checkpoint
     from xdpx.models import models
+    from xdpx.models.tf_checkpoint import write_tf_bert_checkpoint
 
     source = build(model="bert_lm", loss="mlm", major_metric="mlm_accuracy", hidden_act="relu").eval()
     prefix = write_tf_bert_checkpoint(source.state_dict(), str(tmp_path))

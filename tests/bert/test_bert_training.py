@@ -33,7 +33,7 @@ def last_eval(save_dir: Path) -> dict[str, str]:
 
 
 def weights(save_dir: Path) -> dict[str, torch.Tensor]:
-    from xdpx.train.checkpoints import load_torch
+    from xdpx.models.checkpoints import load_torch
 
     return load_torch(str(save_dir / "state.pt"))["model"]
 

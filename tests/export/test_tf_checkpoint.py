@@ -17,7 +17,7 @@ def tf():
 
 
 def test_reads_a_checkpoint_written_by_tf_saver_into_hf_names(tf, tmp_path):
-    from xdpx.export.tf_checkpoint import read_tf_bert_checkpoint
+    from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint
 
     variables = google_bert_variables(vocab_size=30, num_labels=3, mlm=True)
     prefix = save_with_tf_saver(variables, tmp_path)
@@ -44,7 +44,7 @@ def test_reads_a_checkpoint_written_by_tf_saver_into_hf_names(tf, tmp_path):
 
 
 def test_written_checkpoint_has_google_names_and_round_trips(tf, tmp_path):
-    from xdpx.export.tf_checkpoint import read_tf_bert_checkpoint, write_tf_bert_checkpoint
+    from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint, write_tf_bert_checkpoint
 
     variables = google_bert_variables(vocab_size=30, num_labels=2, mlm=True)
     weights = read_tf_bert_checkpoint(str(save_with_tf_saver(variables, tmp_path)))
@@ -59,7 +59,7 @@ def test_written_checkpoint_has_google_names_and_round_trips(tf, tmp_path):
 
 
 def test_missing_or_ambiguous_checkpoint_is_a_clear_error(tf, tmp_path):
-    from xdpx.export.tf_checkpoint import read_tf_bert_checkpoint, write_tf_bert_checkpoint
+    from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint, write_tf_bert_checkpoint
 
     with pytest.raises(UserError, match=r"bert_model.ckpt.index does not exist"):
         read_tf_bert_checkpoint(str(tmp_path / "bert_model.ckpt"))

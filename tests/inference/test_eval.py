@@ -139,7 +139,7 @@ def test_dry_checks_and_loads_nothing(cnn_run: Path, tmp_path: Path, capsys: pyt
 
 
 def test_weights_that_do_not_fit_are_reported(cnn_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from xdpx.train.checkpoints import load_weights, save_torch
+    from xdpx.models.checkpoints import load_weights, save_torch
 
     weights = load_weights(f"{cnn_run}/<best>")
     weights.pop("out.bias")
@@ -191,7 +191,7 @@ def test_command_modules_import_no_torch() -> None:
     import sys
 
     code = ("import sys; from xdpx.command import commands; commands.get('x-eval'); commands.get('x-pred'); "
-            "import xdpx.inference.serve, xdpx.inference.options; "
+            "import xdpx.serve.command, xdpx.inference.options; "
             "print(sorted(m for m in ('torch', 'numpy', 'sqlalchemy', 'pyarrow') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

@@ -20,7 +20,7 @@ import pytest
 from forked_runs import train_forked
 from train_runs import assert_same_weights, state_weights, train_config
 
-from xdpx.train.checkpoints import load_torch
+from xdpx.models.checkpoints import load_torch
 
 KILL_POINTS = int(os.environ.get("XDPX_KILL_FUZZ_POINTS", "24"))
 SEED = int(os.environ.get("XDPX_KILL_FUZZ_SEED", str(time.time_ns() % 1_000_000)))

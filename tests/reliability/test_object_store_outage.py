@@ -21,7 +21,7 @@ from train_runs import assert_same_weights, state_weights, train_config
 from xdpx import io
 from xdpx.io import testing
 from xdpx.io.atomic import upload_temp_dir
-from xdpx.train.checkpoints import load_torch
+from xdpx.models.checkpoints import load_torch
 
 BUCKET = "outage-test"
 # XDPX_OUTAGE_SECONDS=90 measures a longer outage (docs/reliability.md); CI keeps it short
@@ -81,9 +81,9 @@ def reference(store: Store, remote_data: str, tmp_path_factory: pytest.TempPathF
 def outage_at_state_write(monkeypatch: pytest.MonkeyPatch, store: Store, nth: int, seconds: float | None) -> None:
     """Stop the store as the run starts its nth state.pt write; start it again ``seconds`` later (None:
     the test starts it)."""
-    from xdpx.train import loop
+    from xdpx.train import saving
 
-    original = loop.save_torch
+    original = saving.save_torch
     calls = 0
 
     def save_torch(obj, path):  # type: ignore[no-untyped-def]
@@ -96,7 +96,7 @@ def outage_at_state_write(monkeypatch: pytest.MonkeyPatch, store: Store, nth: in
                     threading.Timer(seconds, store.start).start()
         return original(obj, path)
 
-    monkeypatch.setattr(loop, "save_torch", save_torch)
+    monkeypatch.setattr(saving, "save_torch", save_torch)
 
 
 def download(save_dir: str, local: Path) -> Path:

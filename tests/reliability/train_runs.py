@@ -26,7 +26,7 @@ def train_config(path: Path, data_dir: Any, save_dir: Any, **overrides: Any) -> 
 
 
 def state_weights(save_dir: Any) -> dict[str, Any]:
-    from xdpx.train.checkpoints import load_torch
+    from xdpx.models.checkpoints import load_torch
 
     return load_torch(f"{save_dir}/state.pt")["model"]
 

@@ -58,7 +58,7 @@ def assert_same_run(a: Path, b: Path) -> None:
     """Same final weights (bit for bit) and the same validation log."""
     import torch
 
-    from xdpx.train.checkpoints import load_torch
+    from xdpx.models.checkpoints import load_torch
 
     weights_a, weights_b = load_torch(str(a / "state.pt"))["model"], load_torch(str(b / "state.pt"))["model"]
     assert weights_a.keys() == weights_b.keys()

@@ -63,7 +63,7 @@ def train_fresh(tmp_path: Path, data_dir: Path, name: str, **config: Any) -> Pat
 
 
 def state(save_dir: Path) -> dict[str, Any]:
-    from xdpx.train.checkpoints import load_torch
+    from xdpx.models.checkpoints import load_torch
 
     return load_torch(str(save_dir / "state.pt"))
 

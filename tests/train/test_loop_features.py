@@ -135,7 +135,7 @@ def test_features_stay_exact_across_sigkill_and_resume(reviews, reference, tmp_p
     run = tmp_path / "run"
     # Bit for bit, as the plain loop (tests/train/test_resume.py). Every process here has the same CPU thread
     # count (state.pt records it): another count rounds reductions differently.
-    from xdpx.train.checkpoints import load_torch
+    from xdpx.models.checkpoints import load_torch
 
     threads = {load_torch(str(r / "state.pt"))["counters"]["cpu_threads"] for r in (run, reference)}
     assert len(threads) == 1, threads

@@ -14,7 +14,7 @@ import pytest
 import torch
 from train_helpers import assert_same_weights, final_weights, train, write_config
 
-from xdpx.train.checkpoints import load_torch, resolve_checkpoint
+from xdpx.models.checkpoints import load_torch, resolve_checkpoint
 
 RUNNER = Path(__file__).resolve().parent / "kill_runner.py"
 # every policy with state in play: early-stopping counter, best and last checkpoints, lr warmup and

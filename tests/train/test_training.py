@@ -10,7 +10,7 @@ import zipfile
 import torch
 from train_helpers import FAULTY, assert_same_weights, final_weights, train, write_config
 
-from xdpx.train.checkpoints import load_weights, resolve_checkpoint
+from xdpx.models.checkpoints import load_weights, resolve_checkpoint
 from xdpx.train.loop import Trainer
 
 

@@ -31,7 +31,7 @@ def train(path: Path) -> int:
 
 
 def final_weights(save_dir: Path) -> dict[str, Any]:
-    from xdpx.train.checkpoints import load_torch
+    from xdpx.models.checkpoints import load_torch
 
     return load_torch(str(save_dir / "state.pt"))["model"]
 

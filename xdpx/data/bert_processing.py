@@ -8,6 +8,7 @@ from typing import Any
 from xdpx.config.options import Option
 from xdpx.data import processors
 from xdpx.data.processing import IGNORE_INDEX, Processor
+from xdpx.errors import UserError
 
 SPECIAL_OPTIONS = [
     Option("cls_word", str, default="[CLS]", doc="the classification token that starts every sample"),
@@ -255,8 +256,6 @@ class ChineseWords:
         try:
             import jieba
         except ImportError:
-            from xdpx.cli import UserError
-
             raise UserError("word_segmenter: jieba needs the jieba package: pip install jieba") from None
         jieba.setLogLevel(60)
         self.jieba = jieba

@@ -26,6 +26,7 @@ from xdpx.data.indexed import IndexedWriter, ScalarWriter, narrowest_dtype
 from xdpx.data.meta import FACT_NAMES, FORMAT_VERSION, processing_values, read_meta, write_meta
 from xdpx.data.processing import TARGET_MAP_FILE, VOCAB_FILE
 from xdpx.data.reading import WorkerPool, iter_chunks, new_digest
+from xdpx.data.show import format_samples
 from xdpx.data.splits import resolve_splits
 from xdpx.data.targets import TargetMap
 from xdpx.data.worker import encode_job, init_worker, scan_job
@@ -111,8 +112,6 @@ class Prepro:
                 self.process(stage, splits, existing)
             self.say(f"done in {time.time() - start:.1f}s")
             self.write_log()
-            from xdpx.scripts.show_data import format_samples
-
             shown = next((s for s, _ in splits if s.startswith("train")), splits[0][0])
             for line in format_samples(args.data_dir, shown, 3):
                 print(line)

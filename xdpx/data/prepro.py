@@ -13,6 +13,7 @@ from xdpx.config.options import Args, Option, Rule
 from xdpx.data.errors import MAX_BAD_FRACTION
 from xdpx.data.meta import PROCESSING_OPTIONS
 from xdpx.data.splits import same_folder
+from xdpx.errors import UserError
 
 
 def _component(registry_name: str, name: str) -> Any:
@@ -97,7 +98,6 @@ class PreproCommand(Command):
         return list(PREPRO_OPTIONS)
 
     def run(self, args: Args, dry: bool = False) -> None:
-        from xdpx.cli import UserError
         from xdpx.data.errors import BadLine
         from xdpx.data.pipeline import Prepro, PreproError, plan
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from xdpx.config.options import Option
 from xdpx.data import tokenizers
+from xdpx.errors import UserError
 
 
 class Tokenizer:
@@ -69,8 +70,6 @@ class JiebaTokenizer(Tokenizer):
         try:
             import jieba
         except ImportError:
-            from xdpx.cli import UserError
-
             raise UserError("tokenizer 'jieba' needs the jieba package: pip install jieba") from None
         jieba.setLogLevel(60)
         self._cut = jieba.lcut
@@ -101,8 +100,6 @@ class BertTokenizer(Tokenizer):
         from xdpx import io
 
         if not vocab_path:
-            from xdpx.cli import UserError
-
             raise UserError("tokenizer 'bert' needs vocab_file: the vocab.txt of the BERT model")
         self.vocab_path = vocab_path
         self.tokenizer = BertWordPieceTokenizer(io.cached_path(vocab_path) if io.is_remote(vocab_path) else vocab_path,
@@ -149,8 +146,6 @@ class AutoTokenizer(Tokenizer):
             candidates.append(io.join(args.tokenizer_dir, "tokenizer.json"))
         found = [c for c in candidates if io.exists(c)]
         if not found:
-            from xdpx.cli import UserError
-
             raise UserError(f"tokenizer 'auto': no tokenizer.json in {candidates or 'tokenizer_dir (not set)'}")
         self.json_path = found[0]
         with io.open(self.json_path) as f:

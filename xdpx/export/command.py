@@ -2,7 +2,7 @@
 
 An export is a config-driven command (``x-script export_onnx export.hjson``, ``--dry`` checks the
 config): the command class is registered in the ``commands`` registry under the tool's name, and the
-x-script tool of the same name runs it through the usual dispatcher (xdpx.cli.run_chain), so configs,
+x-script tool of the same name runs it through the usual dispatcher (xdpx.chain.script_main), so configs,
 loops, errors and ``--dry`` behave as for x-train. No torch at module level (``--dry`` stays fast).
 """
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from xdpx.command import Command
 from xdpx.config.options import Args, Option
+from xdpx.errors import UserError
 
 
 def _positive(value: int) -> bool:
@@ -55,19 +56,7 @@ class ExportCommand(Command):
         try:
             self.export(args, run, samples)
         except ParityError as e:
-            from xdpx.cli import UserError
-
             raise UserError(f"the export in {args.out_dir} failed its parity check: {e}") from e
 
     def export(self, args: Args, run: Any, samples: list[dict[str, Any]]) -> None:
         raise NotImplementedError
-
-
-def script_main(command_name: str, argv: list[str]) -> int:
-    """The x-script tool of an export: ``x-script NAME config.hjson [--dry]``."""
-    from xdpx.cli import run_chain
-
-    if not [a for a in argv if a != "--dry"]:
-        print(f"usage: x-script {command_name} config.hjson [--dry]   (options: x-script options {command_name})")
-        return 2
-    return run_chain([command_name] + argv)

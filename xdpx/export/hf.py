@@ -12,9 +12,10 @@ import json
 from typing import Any
 
 from xdpx import io
+from xdpx.errors import UserError
 from xdpx.export.companions import labels_of
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
-from xdpx.export.tf_checkpoint import TIED_KEYS
+from xdpx.models.tf_checkpoint import TIED_KEYS
 
 # What transformers calls each of our BERT models; bert_siamese has no transformers class.
 HF_CLASSES = {"bert_classification": "BertForSequenceClassification", "bert_pair": "BertForSequenceClassification",
@@ -23,7 +24,6 @@ HF_CLASSES = {"bert_classification": "BertForSequenceClassification", "bert_pair
 
 def check_exportable(run: Any) -> str:
     """The transformers class for the run's model, or a UserError saying why there is none."""
-    from xdpx.cli import UserError
 
     name = run.args.model
     if name not in HF_CLASSES:
@@ -78,7 +78,6 @@ def hf_outputs(hf_model: Any, architecture: str, batch: dict[str, Any]) -> Any:
 
 def check_hf_directory(run: Any, out_dir: str, architecture: str, samples: list[dict[str, Any]]) -> ParityReport:
     """Load out_dir with transformers and compare its outputs with the run's model on real batches."""
-    from xdpx.cli import UserError
 
     try:
         import transformers

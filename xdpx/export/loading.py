@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdpx import io
+from xdpx.errors import UserError
 
 
 @dataclass
@@ -31,14 +32,13 @@ def load_run(save_dir: str, checkpoint: str = "<best>") -> LoadedRun:
     from xdpx.config.options import resolve
     from xdpx.inference.loading import load_model
     from xdpx.inference.options import LOAD_OPTIONS
-    from xdpx.train.checkpoints import BEST, LAST
+    from xdpx.models.checkpoints import BEST, LAST
 
     spec = io.join(save_dir, checkpoint) if checkpoint in (BEST, LAST) else checkpoint
     values = {"save_dir": save_dir, "checkpoint": spec, "cuda": False}
     try:
         args = resolve(values, LOAD_OPTIONS, "export", check_paths=False)
     except ConfigError as e:  # not expected: the export command has checked save_dir already
-        from xdpx.cli import UserError
 
         raise UserError(str(e)) from e
     loaded = load_model(args, say=lambda _message: None)

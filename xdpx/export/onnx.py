@@ -13,6 +13,7 @@ import tempfile
 from typing import Any
 
 from xdpx import io
+from xdpx.errors import UserError
 from xdpx.export.export_forms import export_form
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
 from xdpx.export.wrapping import PositionalModel, positional
@@ -22,8 +23,6 @@ MODEL_FILE = "model.onnx"
 
 def require_onnx() -> None:
     import importlib
-
-    from xdpx.cli import UserError
 
     for module in ("onnx", "onnxruntime", "onnxscript"):
         try:
@@ -88,7 +87,6 @@ def export_onnx(run: Any, out_dir: str, samples: list[dict[str, Any]],
                                   output_names=output_names(run.model, example), dynamic_shapes=(dynamic,),
                                   dynamo=True, external_data=False, opset_version=opset_version)
         except Exception as e:  # the exporter's errors are long; say what failed and what still works
-            from xdpx.cli import UserError
 
             summary = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UserError(f"export_onnx: the ONNX exporter cannot capture model {run.args.model!r} ({summary}); "

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from xdpx import io
+from xdpx.errors import UserError
 
 PARITY_SPLITS = ("dev", "valid", "test", "train")
 
@@ -37,7 +38,6 @@ class ParityReport:
 
 def real_samples(args: Any, count: int = 32, data_dir: str | None = None) -> list[dict[str, Any]]:
     """Up to ``count`` samples of the run's data: its valid_subset, else dev/test/train."""
-    from xdpx.cli import UserError
     from xdpx.data.dataset import open_split
 
     data_dir = data_dir or args.data_dir

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 
 from xdpx import io
+from xdpx.errors import UserError
 from xdpx.export.parity import ParityReport, check_parity
-from xdpx.export.tf_checkpoint import TIED_KEYS, local_checkpoint, read_tf_bert_checkpoint, require_tensorflow
+from xdpx.models.tf_checkpoint import TIED_KEYS, local_checkpoint, read_tf_bert_checkpoint, require_tensorflow
 
 REQUIRED_CONFIG = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
 
 
 def read_tf_config(path: str) -> dict[str, Any]:
-    from xdpx.cli import UserError
 
     try:
         with io.open(path) as f:
@@ -36,7 +36,6 @@ def read_tf_config(path: str) -> dict[str, Any]:
 
 def architecture_of(weights: dict[str, Any], num_classes: int | None, path: str) -> tuple[str, dict[str, Any]]:
     """The transformers class the weights make, and the config keys it adds (labels)."""
-    from xdpx.cli import UserError
 
     if "classifier.weight" in weights:
         found = int(weights["classifier.weight"].shape[0])
@@ -52,8 +51,6 @@ def architecture_of(weights: dict[str, Any], num_classes: int | None, path: str)
 def convert(tf_ckpt_path: str, tf_config: str, out_dir: str, num_classes: int | None) -> tuple[str, dict[str, Any]]:
     """Write out_dir; return the architecture and the HF config."""
     from safetensors.numpy import save as save_safetensors
-
-    from xdpx.cli import UserError
 
     config = read_tf_config(tf_config)
     weights = read_tf_bert_checkpoint(tf_ckpt_path)
@@ -98,7 +95,6 @@ def probe_batches(config: dict[str, Any], seed: int = 0) -> list[dict[str, Any]]
 
 def check_conversion(tf_ckpt_path: str, out_dir: str, architecture: str, hf_config: dict[str, Any]) -> ParityReport:
     """TF (the checkpoint as it is) against transformers (the converted directory) on the same batches."""
-    from xdpx.cli import UserError
     from xdpx.export.tf_savedmodel import build_tf_bert
 
     tf = require_tensorflow()

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from xdpx import io
+from xdpx.errors import UserError
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
 
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -28,8 +29,6 @@ def _activation(tf: Any, name: str) -> Any:
              "gelu_pytorch_tanh": lambda x: tf.nn.gelu(x, approximate=True), "relu": tf.nn.relu,
              "silu": tf.nn.silu, "swish": tf.nn.silu, "tanh": tf.math.tanh}
     if name not in table:
-        from xdpx.cli import UserError
-
         raise UserError(f"export_tf: hidden_act {name!r} has no TF equivalent here (supported: {', '.join(table)})")
     return table[name]
 
@@ -43,7 +42,7 @@ def build_tf_bert(weights: dict[str, np.ndarray], config: dict[str, Any], head: 
     """
     import tensorflow as tf
 
-    from xdpx.export.tf_checkpoint import hf_to_tf_name
+    from xdpx.models.tf_checkpoint import hf_to_tf_name
 
     act = _activation(tf, config["hidden_act"])
     eps = float(config["layer_norm_eps"])
@@ -134,7 +133,6 @@ def build_tf_bert(weights: dict[str, np.ndarray], config: dict[str, Any], head: 
 
 
 def head_of(model_name: str) -> str:
-    from xdpx.cli import UserError
 
     if model_name not in SAVEDMODEL_MODELS:
         raise UserError(f"export_tf: model {model_name!r} cannot be written as a TF SavedModel (supported: "

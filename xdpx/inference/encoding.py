@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from xdpx.data.errors import BadLine, count_skipped, decode_utf8, too_many_bad_lines
+from xdpx.errors import UserError
 
 _ENCODER: RecordEncoder | None = None  # this process's encoder (set by init_encoder)
 
@@ -105,7 +106,6 @@ def encode_source(source: Any, run_args: Any, data_dir: str, workers: int | None
     """The encoded chunks of a raw source, in order; at most ``limit`` samples in all. An input without
     records, or with more than ``max_bad_fraction`` of its lines bad, is a UserError after its last chunk
     (so a caller writing as chunks arrive discards what it wrote)."""
-    from xdpx.cli import UserError
     from xdpx.data import loaders, parsers, processors
     from xdpx.data.reading import WorkerPool
 
@@ -135,7 +135,6 @@ def encode_source(source: Any, run_args: Any, data_dir: str, workers: int | None
 
 
 def _check_counts(name: str, seen: Counter[str], max_bad_fraction: float) -> None:
-    from xdpx.cli import UserError
 
     if seen["lines"] == 0:
         raise UserError(f"{name}: no records (an empty file or table)")

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from xdpx import io
-from xdpx.cli import UserError
 from xdpx.command import Command, commands
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args, Option
+from xdpx.errors import UserError
 from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS
 
 EVAL_OPTIONS: list[Any] = [

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdpx import io
-from xdpx.cli import UserError
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args
+from xdpx.errors import UserError
 
 
 def training_root() -> list[Any]:
@@ -105,7 +105,7 @@ def processor_dir(args: Args, run_args: Args) -> str:
 
 def check_checkpoint(args: Args) -> None:
     """A ``checkpoint`` given in the config must exist (a config error, found before any work)."""
-    from xdpx.train.checkpoints import CheckpointError, resolve_checkpoint
+    from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
 
     if args.checkpoint is None:
         return
@@ -117,7 +117,7 @@ def check_checkpoint(args: Args) -> None:
 
 def choose_checkpoint(args: Args, run_args: Args) -> tuple[str | None, bool]:
     """(weights to load or None, whether they are the run's own so every key must match)."""
-    from xdpx.train.checkpoints import BEST, LAST, CheckpointError, resolve_checkpoint
+    from xdpx.models.checkpoints import BEST, LAST, CheckpointError, resolve_checkpoint
     from xdpx.train.checks import STATE_FILE
 
     try:
@@ -141,8 +141,8 @@ def choose_checkpoint(args: Args, run_args: Args) -> tuple[str | None, bool]:
 
 
 def load_weights_into(model: Any, path: str, strict: bool, say: Any = print) -> None:
-    """:func:`xdpx.train.checkpoints.load_weights_into` with the hint that fits x-eval / x-pred."""
-    from xdpx.train.checkpoints import load_weights_into as load
+    """:func:`xdpx.models.checkpoints.load_weights_into` with the hint that fits x-eval / x-pred."""
+    from xdpx.models.checkpoints import load_weights_into as load
 
     load(model, path, strict, say, hint=" Check extra_config and checkpoint")
 

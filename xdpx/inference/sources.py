@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from xdpx import io
-from xdpx.cli import UserError
+from xdpx.errors import UserError
 
 CHUNK_ROWS = 4096
 SQL_DIALECTS = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "mssql", "oracle")

@@ -106,7 +106,7 @@ ARCHITECTURE_OPTIONS = [
 PRETRAINED_OPTIONS = [
     Option("from_tf", bool, default=False,
            doc="pretrained_model is a TensorFlow BERT checkpoint (Google's names, e.g. bert_model.ckpt): "
-               "read it with xdpx.export.tf_checkpoint (needs the tf extra: pip install xdpx[tf])"),
+               "read it with xdpx.models.tf_checkpoint (needs the tf extra: pip install xdpx[tf])"),
     Option("gradient_checkpointing", bool, default=False,
            doc="recompute each transformer layer's activations in backward instead of keeping them: less "
                "memory in training (docs/bert.md has figures), about one more forward pass of time; same "

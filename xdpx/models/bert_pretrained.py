@@ -5,7 +5,7 @@
 - one such weights file (.safetensors / .bin / .pt);
 - a checkpoint of an earlier x-train run, or its alias ``${save_dir}/<best>`` / ``<last>``;
 - with ``from_tf: true``, a TF checkpoint (prefix such as bert_model.ckpt, or its directory), read by
-  xdpx.export.tf_checkpoint.read_tf_bert_checkpoint (needs TensorFlow: pip install xdpx[tf]).
+  xdpx.models.tf_checkpoint.read_tf_bert_checkpoint (needs TensorFlow: pip install xdpx[tf]).
 
 Names are normalised to ours: a bare BertModel's keys get the ``bert.`` prefix, old ``gamma``/``beta``
 LayerNorm names become ``weight``/``bias``. Missing and unexpected keys are logged; shapes that differ
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xdpx import io
+from xdpx.errors import UserError
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # Buffers some checkpoints carry that are not parameters of ours (recomputed in forward).
@@ -25,14 +26,13 @@ IGNORED_SUFFIXES = ("embeddings.position_ids",)
 
 
 def _user_error(message: str) -> Exception:
-    from xdpx.cli import UserError
 
     return UserError(message)
 
 
 def weights_file(path: str) -> str:
     """The weights file behind ``path`` (a directory's model.safetensors / pytorch_model.bin, an alias)."""
-    from xdpx.train.checkpoints import CheckpointError, resolve_checkpoint
+    from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
 
     if io.isdir(path):
         for name in WEIGHT_FILES:
@@ -52,7 +52,7 @@ def read_weights(path: str, from_tf: bool = False) -> dict[str, Any]:
 
     if from_tf:
         try:
-            from xdpx.export.tf_checkpoint import read_tf_bert_checkpoint
+            from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint
         except ImportError as e:
             raise _user_error(f"from_tf: reading a TF checkpoint needs TensorFlow and xdpx.export "
                               f"(pip install xdpx[tf]): {e}") from None
@@ -63,7 +63,7 @@ def read_weights(path: str, from_tf: bool = False) -> dict[str, Any]:
 
         with io.open(file, "rb") as f:
             return dict(load_safetensors(f.read()))
-    from xdpx.train.checkpoints import load_weights
+    from xdpx.models.checkpoints import load_weights
 
     return dict(load_weights(file))
 

@@ -15,13 +15,14 @@ from typing import Any
 
 from xdpx import io
 from xdpx.command import script
+from xdpx.errors import UserError
 
 _FULL_STATE = re.compile(r"^state-(\d+)\.pt$")
 
 
 def plan(save_dir: str) -> tuple[set[int], list[str]]:
     """(steps kept, paths to delete) of one run."""
-    from xdpx.train.checkpoints import list_checkpoints, read_index
+    from xdpx.models.checkpoints import list_checkpoints, read_index
     from xdpx.viz.runs import read_run
 
     run = read_run(save_dir)
@@ -69,7 +70,6 @@ def clean(root: str, dry: bool = False, out: Any = None) -> int:
 @script("clean_checkpoints")
 def main(argv: list[str]) -> int:
     """Delete all but the best and the last checkpoint of every run below ROOT: clean_checkpoints ROOT [--dry]."""
-    from xdpx.cli import UserError
 
     dry = "--dry" in argv
     roots = [a for a in argv if a != "--dry"]

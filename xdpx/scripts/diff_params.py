@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from xdpx import io
+from xdpx.chain import resolve_runs
 from xdpx.command import script
+from xdpx.errors import UserError
 
 
 def resolved_options(path: str) -> dict[str, Any]:
     """The flat options of a run directory or of an x-train config file."""
-    from xdpx.cli import UserError, resolve_runs
     from xdpx.config.writers import read_args
 
     if io.isdir(path):

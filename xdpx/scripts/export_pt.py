@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from xdpx.chain import script_main
 from xdpx.command import Command, commands, script
 from xdpx.config.options import Args, Option
-from xdpx.export.command import script_main
+from xdpx.errors import UserError
 
 NAME = "export_pt"
 
@@ -43,7 +44,6 @@ class ExportPt(Command):
         architecture, config = convert(args.tf_ckpt_path, args.tf_config, args.out_dir, args.num_classes)
         parity = "not checked (check_outputs: false)"
         if args.check_outputs:
-            from xdpx.cli import UserError
             from xdpx.export.parity import ParityError
 
             try:

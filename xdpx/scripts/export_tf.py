@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from xdpx.chain import script_main
 from xdpx.command import commands, script
 from xdpx.config.options import Args, Option
-from xdpx.export.command import ExportCommand, script_main
+from xdpx.errors import UserError
+from xdpx.export.command import ExportCommand
 
 NAME = "export_tf"
 # Keys of Google's bert_config.json (transformers' config.json uses the same names).
@@ -46,7 +48,7 @@ class ExportTf(ExportCommand):
 
     def export(self, args: Args, run: Any, samples: list[dict[str, Any]]) -> None:
         from xdpx.export.companions import write_companions
-        from xdpx.export.tf_checkpoint import require_tensorflow
+        from xdpx.models.tf_checkpoint import require_tensorflow
 
         require_tensorflow()
         if args.export_format == "checkpoint":
@@ -60,8 +62,7 @@ class ExportTf(ExportCommand):
         import numpy as np
 
         from xdpx import io
-        from xdpx.cli import UserError
-        from xdpx.export.tf_checkpoint import hf_to_tf_name, read_tf_bert_checkpoint, write_tf_bert_checkpoint
+        from xdpx.models.tf_checkpoint import hf_to_tf_name, read_tf_bert_checkpoint, write_tf_bert_checkpoint
 
         state = dict(run.model.state_dict())
         unnamed = [k for k in state if hf_to_tf_name(k) is None and not k.startswith("cls.predictions.decoder.")]

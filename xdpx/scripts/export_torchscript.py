@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from xdpx.chain import script_main
 from xdpx.command import commands, script
 from xdpx.config.options import Args
-from xdpx.export.command import ExportCommand, script_main
+from xdpx.export.command import ExportCommand
 
 NAME = "export_torchscript"
 

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from xdpx import io
+from xdpx.chain import resolve_runs
 from xdpx.command import script
 
 RANGE_PREFIX = "module:"
@@ -92,7 +93,6 @@ def main(argv: list[str]) -> int:
     """Train a few updates of an x-train config under torch.profiler: Chrome trace + per-module times."""
     import torch
 
-    from xdpx.cli import resolve_runs
     from xdpx.train.loop import Trainer
 
     config, steps, out = _parse(argv)

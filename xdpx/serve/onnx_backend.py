@@ -14,6 +14,8 @@ import json
 import os
 from typing import Any
 
+from xdpx.errors import UserError
+
 EXPORT_RECORD = "export.json"
 ONNX_FILE = "model.onnx"
 
@@ -34,8 +36,6 @@ class OnnxModel:
         try:
             import onnxruntime
         except ImportError:
-            from xdpx.cli import UserError
-
             raise UserError("serving an ONNX export needs onnxruntime: pip install -e '.[onnx]'") from None
 
         options = onnxruntime.SessionOptions()
@@ -58,7 +58,6 @@ def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads:
                         say: Any = print, max_tokens: int | None = None) -> Any:
     """A Predictor whose model is the export's onnxruntime session when it matches the run's model and is
     faster on the CPU (else the run's PyTorch model, said so); raises UserError when parity fails."""
-    from xdpx.cli import UserError
     from xdpx.export.parity import ParityError, check_parity, parity_batches, real_samples
     from xdpx.serve.predictor import load_predictor, timed_logits
 

@@ -7,6 +7,8 @@ import sys
 import threading
 from typing import Any
 
+from xdpx.errors import UserError
+
 
 class BadInput(ValueError):
     """An input that cannot become a sample (the message says which and why)."""
@@ -147,7 +149,6 @@ def serve_in_bf16(predictor: Predictor, say: Any = print) -> None:
     much faster, is measured at start on real samples of the run's data and said."""
     import torch
 
-    from xdpx.cli import UserError
     from xdpx.export.parity import real_samples
 
     loaded = predictor.loaded
@@ -176,7 +177,6 @@ def serve_in_bf16(predictor: Predictor, say: Any = print) -> None:
 def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int | None = None, cpu: bool = False,
                      threads: int | None = None, max_tokens: int | None = None, bf16: bool = False) -> Predictor:
     """A run directory, or an ONNX export directory (served through onnxruntime once it matches its run)."""
-    from xdpx.cli import UserError
     from xdpx.serve.onnx_backend import is_onnx_export, load_onnx_predictor
     from xdpx.utils.cpu_memory import keep_freed_memory
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from xdpx.cli import run_chain
+from xdpx.chain import run_chain
 
 if __name__ == "__main__":
     sys.exit(run_chain(sys.argv[1:]))

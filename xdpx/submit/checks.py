@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Iterator
 
-from xdpx.cli import resolve_runs, run_chain
+from xdpx.chain import resolve_runs, run_chain
 from xdpx.command import get_command
 from xdpx.config import builtins
 from xdpx.submit.request import JobRequest

@@ -13,8 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from xdpx.cli import EXIT_CONFIG, EXIT_FAILED, UserError, split_chain
+from xdpx.chain import split_chain
 from xdpx.config.errors import ConfigError
+from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 from xdpx.submit import slurm
 from xdpx.submit.checks import check_steps
 from xdpx.submit.history import append_history

@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from xdpx.cli import UserError
 from xdpx.config.errors import ConfigError
+from xdpx.errors import UserError
 
 INSTALL_HINT = ("run x-submit on a machine of the Slurm cluster (a login node), or install Slurm's commands: "
                 "on Debian/Ubuntu `apt-get install slurm-client` (a one-machine cluster for tests: "

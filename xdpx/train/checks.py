@@ -158,7 +158,7 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
                      "rate never reaches learning_rate")
     pretrained = args.get("pretrained_model")
     if pretrained:
-        from xdpx.train.checkpoints import CheckpointError, resolve_checkpoint
+        from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
 
         try:
             notes.append(f"pretrained_model: {resolve_checkpoint(pretrained)}")

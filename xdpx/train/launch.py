@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 
 from xdpx.config.options import Option
+from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 
 LAUNCH_OPTIONS: list[Any] = [
     Option("distributed_world_size", int, default=None, validate=lambda n: n > 0, validate_msg="must be > 0",
@@ -61,8 +62,6 @@ def launch(args: Any, nproc: int) -> None:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    from xdpx.cli import UserError
-
     explicit = {name: value for name, value in args.items() if name in args._explicit}
     sources = {name: args.source(name) for name in explicit}
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=uuid.uuid4().hex,
@@ -97,7 +96,6 @@ def _worker(explicit: dict[str, Any], sources: dict[str, str]) -> None:
     """One process of :func:`launch`: resolve the run again and train (a failure exits non-zero)."""
     import sys
 
-    from xdpx.cli import EXIT_CONFIG, EXIT_FAILED, UserError
     from xdpx.command import COMMON_OPTIONS, get_command
     from xdpx.config.errors import ConfigError
     from xdpx.config.options import resolve

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from xdpx import io
+from xdpx.errors import UserError
 
 
 def format_value(value: Any) -> str:
@@ -145,3 +146,34 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def summary_columns(values: dict[str, float], reserved: Any) -> dict[str, float]:
+    """``values`` (user summaries), or a UserError when a name is one of the ``reserved`` columns."""
+    clash = sorted(set(values) & set(reserved))
+    if clash:
+        raise UserError(f"summary name(s) {', '.join(clash)} are columns the trainer writes itself: "
+                        "give log.add_summary / reduce_fn other names")
+    return values
+
+
+class Meter:
+    """Sums of training statistics between two reports (a log row, an evaluation); saved in the state."""
+
+    KEYS = ("loss", "sample_size", "nsamples", "updates", "grad_norm", "clipped", "seconds")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Every sum back to 0 (after its report)."""
+        self.sums = dict.fromkeys(self.KEYS, 0.0)
+
+    def add(self, **values: float) -> None:
+        """Add ``values`` to the sums of their keys."""
+        for key, value in values.items():
+            self.sums[key] += value
+
+    def mean_loss(self) -> float | None:
+        """The loss per sample_size since the last reset (None: nothing counted)."""
+        return self.sums["loss"] / self.sums["sample_size"] if self.sums["sample_size"] else None

@@ -17,6 +17,8 @@ import time
 from typing import Any
 
 from xdpx import io
+from xdpx.errors import UserError
+from xdpx.train.checks import STATE_FILE
 
 RUN_MARKER = ".xdpx-run"
 # Files and folders x-train (and x-viz / the TensorBoard mirror, which write into the run) create.
@@ -29,6 +31,8 @@ _RUN_PATTERNS = re.compile(r"^(checkpoint-\d+\.pt|state-\d+\.pt|\..+\.tmp)$")
 # x-prepro's output also holds args.py and log.txt, and always meta.hjson.
 _LEGACY_EVIDENCE = ("state.pt", "train.log.tsv", "checkpoints.json")
 _DATA_DIR_FILE = "meta.hjson"
+# Files of the data directory a run keeps a copy of (x-eval and x-pred read them from the run).
+COPIED_DATA_FILES = ("vocab.txt", "target_map.txt", "tokenizer.json")
 
 
 def is_run_file(name: str, log_file: str | None = None) -> bool:
@@ -142,7 +146,6 @@ def prepare_run_dir(args: Any) -> tuple[str, list[str]]:
     The checks of preflight run again here: the folder may have changed since, and a Trainer can be built
     without the command.
     """
-    from xdpx.cli import UserError
     from xdpx.train.checks import save_dir_problems, suffixed_save_dir
 
     problems = save_dir_problems(args)
@@ -168,8 +171,7 @@ def prepare_run_dir(args: Any) -> tuple[str, list[str]]:
 
 def check_resumable(state: dict[str, Any], module: Any, optimizer: Any, state_path: str) -> None:
     """A UserError, before anything is loaded, when state.pt was saved by another model or optimizer."""
-    from xdpx.cli import UserError
-    from xdpx.train.checkpoints import state_mismatch
+    from xdpx.models.checkpoints import state_mismatch
 
     fix = ("Resume with the options the run was started with (its starter_config.hjson), or start a new run: "
            "another save_dir, or auto_suffix: true")
@@ -205,3 +207,42 @@ def outage_message(error: Exception, args: Any, save_dir: str | None) -> str:
     return (f"{error}\nThe run stopped cleanly: every file in {save_dir} is complete or absent (writes are "
             f"atomic). When the store answers again, continue it from its last saved state: set "
             f"{', '.join(changes)} in {config}, then run: x-train {config}")
+
+
+def shared_run_dir(args: Any, context: Any) -> tuple[str, list[str]]:
+    """The run directory every process writes to, made (or cleared) by rank 0; (save_dir, log lines)."""
+    save_dir, said = args.save_dir, []
+    if context.is_main:  # overwrite clears only a run directory of x-train
+        save_dir, said = prepare_run_dir(args)
+    if context.distributed:  # every rank writes to the folder rank 0 chose
+        import torch.distributed  # only here: x-train --dry reads this module without torch
+
+        chosen = [save_dir]
+        torch.distributed.broadcast_object_list(chosen, src=0)
+        save_dir = chosen[0]
+    return save_dir, said
+
+
+def write_run_files(args: Any, save_dir: str, say: Any) -> None:
+    """args.py, starter_config.hjson, the data's vocabulary files, snapshot.zip; ``say``: the code version."""
+    from xdpx.config import writers
+    from xdpx.train.code_version import args_header, code_versions
+    from xdpx.train.snapshot import write_snapshot
+
+    versions = code_versions(args.get("user_dir"))
+    say("code version: " + ("; ".join(v.describe() for v in versions) or "not in a git work tree")
+        + " (the source itself is in snapshot.zip)")
+    writers.write_run_files(args, save_dir, header=args_header(versions))
+    for name in COPIED_DATA_FILES:
+        source = io.join(args.data_dir, name)
+        if io.exists(source):
+            io.copy(source, io.join(save_dir, name))
+    write_snapshot(save_dir, args.get("user_dir"))
+
+
+def resume_hint(save_dir: str) -> str:
+    """How to go on after fixing what stopped the run: resume from its state.pt, or start again."""
+    if io.exists(io.join(save_dir, STATE_FILE)):
+        return (f"The run directory {save_dir} keeps its last saved state: after the fix, "
+                "continue it with resume: true.")
+    return f"Nothing was saved yet in {save_dir}: after the fix, start again (resume: true works too)."

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from xdpx.errors import UserError
 from xdpx.train.checks import subsets
 
 
@@ -48,7 +49,6 @@ class ShardWaiter:
     def wait(self, split: str) -> None:
         if split in ready_splits(self.data_dir):
             return
-        from xdpx.cli import UserError
 
         self.say(f"lazy_load: waiting for shard {split!r} (x-prepro has not written it to {self.data_dir} yet; "
                  f"at most {self.timeout:g}s, lazy_load_wait)")

@@ -11,6 +11,7 @@ from typing import Any
 
 from xdpx.command import Command, commands
 from xdpx.config.options import Args
+from xdpx.errors import UserError
 
 SPACE_KEY = "xdpx_space"  # study user attribute: the space the study was created with
 DRY_SAMPLES = 3
@@ -111,7 +112,6 @@ def quiet_optuna() -> None:
 
 def open_study(plan: Any, url: str) -> Any:
     """The study's storage, creating the study (once) or checking that it is this one."""
-    from xdpx.cli import UserError
     from xdpx.config.errors import ConfigError
 
     for attempt in range(5):  # workers started together race to create the tables and the study
@@ -161,7 +161,6 @@ def _open_study(plan: Any, url: str) -> Any:
 
 def run_study(plan: Any) -> None:
     from xdpx import io
-    from xdpx.cli import UserError
     from xdpx.tune.results import remove_checkpoints_below, write_outputs
     from xdpx.tune.runner import StudyRunner
     from xdpx.tune.study import redact_url, storage_url

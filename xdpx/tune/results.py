@@ -148,7 +148,7 @@ def remove_checkpoints_below(plan: TunePlan, trial: Any) -> list[str]:
     better = best is not None and (best > threshold if plan.direction == "maximize" else best < threshold)
     if better:
         return []
-    from xdpx.train.checkpoints import INDEX_FILE, list_checkpoints
+    from xdpx.models.checkpoints import INDEX_FILE, list_checkpoints
 
     folder = trial_dir(plan.args.save_dir, trial.number)
     if not io.isdir(folder):

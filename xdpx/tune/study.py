@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from xdpx import io
-from xdpx.cli import UserError
+from xdpx.errors import UserError
 
 STUDY_DB = "study.db"
 RETRY_HISTORY = "retry_history"  # system attribute of a retry: the numbers of the trials it replaces

@@ -19,6 +19,7 @@ from typing import Any
 from xdpx import io
 from xdpx.command import Command, commands
 from xdpx.config.options import Args, Option
+from xdpx.errors import UserError
 
 PLOTS_DIR = "plots"
 FIGURE_FORMATS = ("png", "pdf", "svg", "jpg")
@@ -86,8 +87,6 @@ class VizCommand(Command):
         return list(VIZ_OPTIONS)
 
     def run(self, args: Args, dry: bool = False) -> None:
-        from xdpx.cli import UserError
-
         runs = matching_runs(args.save_dir)
         if not runs:
             raise UserError(f"save_dir {args.save_dir!r} matches no run directory (a folder with args.py "

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xdpx import io
+from xdpx.errors import UserError
 
 # Columns the trainer writes itself; any other column is a user summary (train) or a metric (valid).
 TRAIN_COLUMNS = ("epoch", "step", "samples", "loss", "grad_norm", "clip_rate", "lr", "samples_per_s",
@@ -182,7 +183,6 @@ def is_run_dir(path: str) -> bool:
 
 def read_run(save_dir: str, label: str | None = None) -> Run:
     """Read ``save_dir`` (args.py and the logs); a folder that is not a run is a clear error."""
-    from xdpx.cli import UserError
     from xdpx.config.writers import read_args
 
     save_dir = save_dir.rstrip("/")

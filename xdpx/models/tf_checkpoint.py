@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from xdpx import io
+from xdpx.errors import UserError
 
 # (TF name pattern, HF name template, transpose?) in both directions; {n} is a layer number.
 _LAYER = r"bert/encoder/layer_(\d+)/"
@@ -89,8 +90,6 @@ def require_tensorflow() -> Any:
     try:
         import tensorflow as tf
     except ImportError as e:
-        from xdpx.cli import UserError
-
         raise UserError(f"TF checkpoints need TensorFlow: pip install -e '.[tf]' (tensorflow-cpu) ({e})") from e
     return tf
 
@@ -99,7 +98,6 @@ def require_tensorflow() -> Any:
 def local_checkpoint(path: str) -> Iterator[str]:
     """A local checkpoint prefix for ``path``: a prefix (``.../bert_model.ckpt``), or a folder holding one
     (its ``checkpoint`` file names it, else the single ``*.index`` in it); remote ones are downloaded."""
-    from xdpx.cli import UserError
 
     if io.isdir(path):
         names = io.listdir(path)
@@ -131,7 +129,6 @@ def local_checkpoint(path: str) -> Iterator[str]:
 
 def read_export_savedmodel(path: str) -> dict[str, np.ndarray]:
     """HF-named arrays of a SavedModel written by export_tf (its variables are the HF-named weights)."""
-    from xdpx.cli import UserError
 
     tf = require_tensorflow()
     suffix = "/.ATTRIBUTES/VARIABLE_VALUE"

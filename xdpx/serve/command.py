@@ -16,6 +16,7 @@ import argparse
 import sys
 from typing import Any
 
+from xdpx.errors import UserError
 from xdpx.serve.predictor import BadInput, Predictor, load_for_serving, load_predictor
 
 __all__ = ["BadInput", "Predictor", "load_predictor", "main", "interactive"]
@@ -105,7 +106,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """``x-serve SAVE_DIR [--port N] [--host H] ...``."""
-    from xdpx.cli import UserError
     from xdpx.config.errors import ConfigError
 
     options = parse_args(sys.argv[1:] if argv is None else argv)

@@ -1,4 +1,4 @@
-"""Checkpoint files of a run directory and the ``<best>`` / ``<last>`` aliases.
+"""Weights files of a run directory (checkpoints, full training states) and the ``<best>`` / ``<last>`` aliases.
 
 - ``checkpoint-<step>.pt``: the model's weights only (a state_dict; ``torch.load(weights_only=True)``).
 - ``state.pt``: the full training state of the latest save (see xdpx/train/state.py); with
@@ -8,6 +8,8 @@
   being written. Every write goes through xdpx.io (temp file, then rename or one upload).
 
 ``resolve_checkpoint('runs/a/<best>')`` works for x-train's pretrained_model and for x-eval / x-pred.
+The file format lives on the components' floor (beside the models) because a model's pretrained weights
+may be another run's checkpoint; x-train writes these files, every loading command reads them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 from typing import Any
 
 from xdpx import io
+from xdpx.errors import UserError
 
 INDEX_FILE = "checkpoints.json"
 BEST, LAST = "<best>", "<last>"
@@ -89,8 +92,6 @@ def _unreadable(path: str, error: Exception) -> Exception:
     would run whatever code the file holds: that advice is never passed on."""
     import pickle
 
-    from xdpx.cli import UserError
-
     text = str(error)
     if isinstance(error, pickle.UnpicklingError):
         found = re.search(r"GLOBAL ([\w.]+)", text)
@@ -155,7 +156,6 @@ def load_weights_into(model: Any, path: str, strict: bool, say: Any = print, hin
     """Load the weights at ``path`` into ``model``: shape mismatches fail; missing/unexpected keys fail
     when ``strict`` (a checkpoint of this very model), else they are listed through ``say`` (pretrained
     weights for another head...). ``hint`` ends the error messages (what to check)."""
-    from xdpx.cli import UserError
 
     weights = load_weights(path)
     own = model.state_dict()

@@ -1,0 +1,165 @@
+"""The dispatcher every config-driven command runs through: a chain of commands, each with its configs.
+
+``x-prepro a.hjson x-train b.hjson --dry``: each command with its config files, in order; ``--dry``
+anywhere resolves and checks everything and prints it without doing work. A config that describes
+several runs (loops) is checked whole before the first run starts. The chain stops at the first
+failure with that failure's exit code. Commands are found by name in the registry of
+:mod:`xdpx.command`, so this module imports none of them; the entry points (:mod:`xdpx.cli`), x-submit
+and the x-script tools call it.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any
+
+from xdpx.command import COMMON_OPTIONS, commands, get_command, usage
+from xdpx.config.errors import ConfigError
+from xdpx.config.loader import load_config
+from xdpx.config.options import resolve
+from xdpx.config.writers import format_dry
+from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
+from xdpx.io.retry import StoreUnavailableError
+from xdpx.registry import load_user_dir
+from xdpx.utils.distributed_utils import get_world_size
+
+STDIN = "-"  # a config file argument that means: read the config from standard input
+HELP_FLAGS = ("-h", "--help")
+
+
+def split_chain(argv: list[str]) -> tuple[list[tuple[str, list[str]]], bool]:
+    """``['x-prepro', 'a', 'x-train', 'b', '--dry']`` -> ([('x-prepro', ['a']), ('x-train', ['b'])], True)."""
+    dry = "--dry" in argv
+    argv = [a for a in argv if a != "--dry"]
+    if sum(a == STDIN for a in argv) > 1:
+        raise ConfigError("`-` (the config on standard input) may be given once in a chain: standard input is read once")
+    steps: list[tuple[str, list[str]]] = []
+    for token in argv:
+        if token in commands:
+            steps.append((token, []))
+        elif not steps:
+            raise ConfigError(f"unknown command {token!r}: {commands.unknown_message(token)}")
+        else:
+            steps[-1][1].append(token)
+    for name, files in steps:
+        if not files:
+            raise ConfigError(f"{name}: give a config file, e.g. `{name} config.hjson` (add --dry to check it)")
+        for f in files:
+            if f.startswith("-") and f != STDIN:
+                raise ConfigError(f"{name}: unknown flag {f!r} (the flags are --dry and --help; `-` reads the "
+                                  "config from standard input)")
+    return steps, dry
+
+
+def resolve_runs(command_name: str, path: str) -> list:
+    """Load a config file and check every run it describes; all problems are raised together."""
+    command = get_command(command_name)
+    configs = load_config(path)
+    runs, problems = [], []
+    for index, config in enumerate(configs):
+        if config.values.get("user_dir"):
+            try:
+                load_user_dir(config.values["user_dir"])
+            except FileNotFoundError as e:
+                source = config.sources.get("user_dir", path)
+                raise ConfigError(f"{source}: key 'user_dir': {e}: give the folder of your components "
+                                  "(a Python package with an __init__.py)") from None
+        try:
+            config = command.prepare(config)
+            args = resolve(config.values, COMMON_OPTIONS + command.options(), command.group,
+                           sources=config.sources, origin=config.file)
+        except ConfigError as e:
+            label = f"run {index + 1} of {len(configs)}: " if len(configs) > 1 else ""
+            problems.extend(label + p for p in e.problems)
+            continue
+        runs.append(args)
+    if command.output_key and len(runs) > 1:
+        seen: dict[str, int] = {}
+        for index, args in enumerate(runs):
+            out = args.get(command.output_key)
+            if out in seen:
+                problems.append(f"{path}: runs {seen[out] + 1} and {index + 1} share {command.output_key} "
+                                f"{out!r}: make it depend on the looped values, e.g. "
+                                f"{command.output_key}: outputs/run.lr${{learning_rate}}")
+            seen.setdefault(out, index)
+    if problems:
+        raise ConfigError(problems)
+    return runs
+
+
+def help_requested(argv: list[str]) -> str | None:
+    """The command whose usage ``-h`` / ``--help`` asks for: the command before the flag (else the first)."""
+    for index, token in enumerate(argv):
+        if token in HELP_FLAGS:
+            before = [t for t in argv[:index] if t in commands]
+            after = [t for t in argv[index:] if t in commands]
+            return (before or after or [None])[-1 if before else 0]
+    return None
+
+
+def run_command(command: Any, args: Any, dry: bool) -> None:
+    """One run of a command. Under torchrun (several processes), a command written for one process
+    (``every_rank = False``, e.g. x-prepro) runs on rank 0 while the others wait for it."""
+    if dry or command.every_rank or get_world_size() <= 1:
+        command.run(args, dry=dry)
+        return
+    # torch is imported only here: a chain of one process (and every --dry) stays torch-free.
+    from xdpx.train.distributed import on_main_process
+
+    on_main_process(lambda: command.run(args, dry=dry))
+
+
+def run_chain(argv: list[str]) -> int:
+    name = help_requested(argv)
+    if name is not None:
+        print(usage(name), end="")
+        return 0
+    try:
+        steps, dry = split_chain(argv)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    for name, files in steps:
+        for path in files:
+            try:
+                runs = resolve_runs(name, path)
+            except ConfigError as e:
+                print(f"{name}: error: {e}", file=sys.stderr)
+                return EXIT_CONFIG
+            command = get_command(name)
+            for index, args in enumerate(runs):
+                if dry:
+                    print(f"# {name} {path}: run {index + 1} of {len(runs)}")
+                    print(format_dry(args))
+                try:
+                    run_command(command, args, dry)
+                except ConfigError as e:
+                    print(f"{name}: error: {e}", file=sys.stderr)
+                    return EXIT_CONFIG
+                except UserError as e:
+                    print(f"{name}: error: {e}", file=sys.stderr)
+                    return EXIT_FAILED
+                except OSError as e:
+                    if not isinstance(e, StoreUnavailableError):
+                        traceback.print_exc()
+                        return EXIT_FAILED
+                    print(f"{name}: error: {e}", file=sys.stderr)  # one line: the store is away
+                    return EXIT_FAILED
+                except KeyboardInterrupt:
+                    print(f"{name}: interrupted", file=sys.stderr)
+                    return 130
+                except Exception:  # an unexpected failure: show where it happened
+                    traceback.print_exc()
+                    return EXIT_FAILED
+            if dry:
+                print(f"# {name} {path}: {len(runs)} run{'s' if len(runs) != 1 else ''}, all valid (--dry: nothing done)")
+    return 0
+
+
+def script_main(command_name: str, argv: list[str]) -> int:
+    """An x-script tool that is a config-driven command (the exports): ``x-script NAME config.hjson [--dry]``."""
+    if not [a for a in argv if a != "--dry"]:
+        print(f"usage: x-script {command_name} config.hjson [--dry]   (options: x-script options {command_name})")
+        return 2
+    return run_chain([command_name] + argv)
