@@ -85,6 +85,7 @@ def test_two_workers_share_one_postgresql_study(reviews: Path, tmp_path: Path, p
 
     trials = optuna.load_study(study_name="shared", storage=postgres_url).trials
     counted = [t for t in trials if not t.system_attrs.get("xdpx_over_budget")]
+    assert len(trials) == 3  # trials are reserved under the storage's lock: none asked for over budget
     assert len(counted) == 3 and {t.state.name for t in counted} <= {"COMPLETE", "PRUNED"}
     assert started[0] | started[1] == {t.number for t in counted}
     assert trial_starts(save_dir) == {t.number: 1 for t in counted}  # no trial run twice

@@ -10,9 +10,10 @@ import math
 from typing import Any
 
 from xdpx import io
+from xdpx.tune.locking import storage_lock
 from xdpx.tune.plan import TunePlan, trial_dir, write_train_config
 from xdpx.tune.runner import ERROR_ATTR
-from xdpx.tune.study import OVER_BUDGET
+from xdpx.tune.study import OVER_BUDGET, storage_url
 
 RESULTS_FILE = "results.tsv"
 OVERVIEW_FILE = "overview.png"
@@ -77,17 +78,24 @@ def best_trial(plan: TunePlan, trials: list[Any]) -> Any:
 
 
 def write_outputs(plan: TunePlan, study: Any) -> Any:
-    """results.tsv, best_config.hjson and overview.png of the study as it is now; the best trial."""
-    trials = study_trials(study)
+    """results.tsv, best_config.hjson and overview.png of the study as it is now; the best trial.
+
+    Every worker rewrites them when one of its trials ends. Each file is replaced atomically (io.open),
+    but a worker that read the storage before another worker's trial ended could replace the newer
+    files with its older picture; so the storage is read and the files written under the study's
+    outputs lock (locking.py): one writer at a time, each writing what the storage held when it got the
+    lock, so the files never go back in time and the last ones written show every trial."""
     save_dir = plan.args.save_dir
-    with io.open(io.join(save_dir, RESULTS_FILE), "w") as f:
-        f.write("\n".join("\t".join(row) for row in results_table(plan, trials)) + "\n")
-    best = best_trial(plan, trials)
-    if best is not None:
-        folder = io.join(save_dir, "best_retrain")
-        args = plan.trial_args(plan.trial_values(best.params), folder)
-        write_train_config(args, io.join(save_dir, BEST_CONFIG_FILE))
-    plot_overview(plan, trials, best, io.join(save_dir, OVERVIEW_FILE))
+    with storage_lock(storage_url(plan.args.storage, save_dir), f"study:{study.study_name}:outputs"):
+        trials = study_trials(study)
+        with io.open(io.join(save_dir, RESULTS_FILE), "w") as f:
+            f.write("\n".join("\t".join(row) for row in results_table(plan, trials)) + "\n")
+        best = best_trial(plan, trials)
+        if best is not None:
+            folder = io.join(save_dir, "best_retrain")
+            args = plan.trial_args(plan.trial_values(best.params), folder)
+            write_train_config(args, io.join(save_dir, BEST_CONFIG_FILE))
+        plot_overview(plan, trials, best, io.join(save_dir, OVERVIEW_FILE))
     return best
 
 

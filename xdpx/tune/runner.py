@@ -20,6 +20,7 @@ from typing import Any
 
 from xdpx import io
 from xdpx.config.errors import ConfigError
+from xdpx.tune.locking import storage_lock
 from xdpx.tune.plan import TunePlan, trial_config_path, trial_dir, write_train_config
 from xdpx.tune.reporter import PRUNED_ATTR, TRIAL_ENV
 from xdpx.tune.study import OVER_BUDGET, build_sampler, counted_trials, pruner_spec
@@ -66,13 +67,14 @@ class StudyRunner:
         self.parallel_runs = args.parallel_runs or max(1, len(self.gpus))
         self.pruner = pruner_spec(args, plan.total_updates)
         self.failures: list[BaseException] = []
+        self.exhausted = False  # said once: a finite space has no untried configuration left
 
-    def study(self, sampler_seed: int | None = None) -> Any:
+    def study(self, sampler: Any = None) -> Any:
         import optuna
 
         from xdpx.tune.study import build_pruner
 
-        sampler = build_sampler(self.plan.args.tuner, sampler_seed if sampler_seed is not None else self.plan.args.seed)
+        sampler = sampler or build_sampler(self.plan.args.tuner, self.plan.args.seed)
         return optuna.load_study(study_name=self.study_name, storage=self.storage, sampler=sampler,
                                  pruner=build_pruner(self.pruner))
 
@@ -102,22 +104,41 @@ class StudyRunner:
             self.failures.append(error)
 
     def _next_trial(self) -> Any:
-        """A new (or retried) trial, or None when max_trials are taken."""
+        """A new (or retried) trial, or None when max_trials are taken or the space has no new configuration.
+
+        The trial is reserved under the storage's lock (locking.py), which every worker of the study
+        shares: counting the trials against max_trials (running ones included), ``study.ask`` and the
+        check that the drawn configuration is new happen for one worker at a time, so workers started
+        together neither go over max_trials nor draw the same values."""
         from optuna.storages import fail_stale_trials
         from optuna.trial import TrialState
 
-        with self.lock:
+        from xdpx.tune.sampling import space_size, taken_configs
+
+        args = self.plan.args
+        with self.lock, storage_lock(self.storage_url, f"study:{self.study_name}:trials"):
             study = self.study()
             fail_stale_trials(study)  # trials of killed workers: failed, then enqueued again
             trials = study.get_trials(deepcopy=False)
-            if len(counted_trials(trials)) >= self.plan.args.max_trials:
+            if len(counted_trials(trials)) >= args.max_trials:
                 return None
-            # trial n is sampled with seed + n: reproducible, and two workers do not draw the same values
-            study = self.study(self.plan.args.seed + len(trials))
-            trial = study.ask(self.plan.distributions())
+            space = self.plan.distributions()
+            taken = taken_configs(trials, space, skip=lambda t: bool(t.system_attrs.get(OVER_BUDGET)))
+            size = space_size(space)
+            retry_waiting = any(t.state == TrialState.WAITING for t in trials)  # runs its original's values
+            if size is not None and len(taken) >= size and not retry_waiting:
+                if not self.exhausted:
+                    self.exhausted = True
+                    self.say(f"the search space has {size} configuration(s) and the study tried every one: no "
+                             f"new trial (max_trials {args.max_trials} cannot be reached)")
+                return None
+            # trial n is drawn with seed + n: its number comes from the storage, so no two workers share it
+            study = self.study(build_sampler(args.tuner, args.seed, space, taken))
+            trial = study.ask(space)
             trials = study.get_trials(deepcopy=False)
             ahead = [t for t in counted_trials(trials) if t.number < trial.number]
-            if len(ahead) >= self.plan.args.max_trials:  # another worker took the last one meanwhile
+            if len(ahead) >= args.max_trials:  # only where the lock is this process's (a database other
+                # than SQLite or PostgreSQL): another worker took the last trial meanwhile
                 self.storage.set_trial_system_attr(trial._trial_id, OVER_BUDGET, True)
                 study.tell(trial, state=TrialState.FAIL)
                 return None

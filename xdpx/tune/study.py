@@ -3,19 +3,27 @@
 Storage: an SQLite file inside save_dir by default; any SQLAlchemy URL (postgresql://...) for workers
 on several machines. Heartbeats mark the trials of a killed x-tune process as failed (Optuna's
 ``fail_stale_trials``); ``RetryHeartbeatStaleTrialCallback`` then enqueues them again with the same values.
+Workers on one storage take turns through its lock (locking.py) to create its tables, reserve trials and
+write the outputs; trial n is drawn with seed + n (sampling.py).
 """
 
 from __future__ import annotations
 
 import math
+import random
+import time
 from typing import Any
 
 from xdpx import io
 from xdpx.errors import UserError
+from xdpx.tune.locking import storage_lock
 
 STUDY_DB = "study.db"
+CREATE_SECONDS = 60.0  # how long a worker waits for another one creating the storage's tables
 RETRY_HISTORY = "retry_history"  # system attribute of a retry: the numbers of the trials it replaces
-OVER_BUDGET = "xdpx_over_budget"  # a trial asked for after max_trials was reached by another worker
+# a trial asked for after another worker reached max_trials: only where the storage's lock is one process's
+# (databases other than SQLite and PostgreSQL, locking.py); it runs nothing and is left out of the outputs
+OVER_BUDGET = "xdpx_over_budget"
 
 
 def storage_url(storage: str | None, save_dir: str) -> str:
@@ -39,9 +47,15 @@ def redact_url(url: str) -> str:
 
 
 def open_storage(url: str, heartbeat_interval: int | None, max_retries: int = 0) -> Any:
-    """An Optuna RDBStorage; with ``heartbeat_interval``, stale trials are failed and retried."""
+    """An Optuna RDBStorage; with ``heartbeat_interval``, stale trials are failed and retried.
+
+    Workers started together on a fresh storage would each create its tables (Optuna's ``create_all``,
+    then a version row and alembic's stamp): one fails with "table studies already exists" or a unique
+    constraint. The creation runs under the storage's lock (locking.py) and, where that lock cannot
+    reach (another database), is retried for :data:`CREATE_SECONDS`."""
     import optuna
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:"):
@@ -50,17 +64,40 @@ def open_storage(url: str, heartbeat_interval: int | None, max_retries: int = 0)
         kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=2 * heartbeat_interval,
                       heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retries)
                       if max_retries else None)
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        return RDBStorage(url, **kwargs)
-    except (OperationalError, ArgumentError, NoSuchModuleError, ImportError, ValueError) as error:
-        # unreachable server, wrong credentials, a malformed URL, a missing driver (other errors, such as
-        # two workers creating the tables at once, are retried by the caller)
-        raise UserError(f"storage {redact_url(url)}: cannot open it ({type(error).__name__}: "
-                        f"{str(error).splitlines()[0] if str(error) else ''}): check the URL, the server and "
-                        "the driver (PostgreSQL: pip install 'psycopg[binary]')") from None
+    deadline = time.monotonic() + CREATE_SECONDS
+    while True:
+        try:
+            with storage_lock(url, "schema"):
+                return RDBStorage(url, **kwargs)
+        except DBAPIError as error:
+            if not is_creation_race(error):  # unreachable server, wrong credentials, no permission
+                raise UserError(_cannot_open(url, error)) from None
+            if time.monotonic() > deadline:
+                raise UserError(f"storage {redact_url(url)}: its tables were still being created by another "
+                                f"worker after {CREATE_SECONDS:.0f} s ({_first_line(error)}): run x-tune again") from None
+            time.sleep(0.2 + random.random() / 2)  # the other worker's creation is done by then
+        except (ArgumentError, NoSuchModuleError, ImportError, ValueError, OSError) as error:
+            # a malformed URL, a missing driver, an SQLite folder that does not exist
+            raise UserError(_cannot_open(url, error)) from None
+
+
+def is_creation_race(error: Exception) -> bool:
+    """Whether a database error is another worker creating the same tables or rows at the same moment."""
+    from sqlalchemy.exc import IntegrityError
+
+    text = str(error).lower()
+    return isinstance(error, IntegrityError) or any(
+        s in text for s in ("already exists", "database is locked", "duplicate key", "concurrently updated"))
+
+
+def _first_line(error: Exception) -> str:
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+
+def _cannot_open(url: str, error: Exception) -> str:
+    return (f"storage {redact_url(url)}: cannot open it ({_first_line(error)}): check the URL, the server and "
+            "the driver (PostgreSQL: pip install 'psycopg[binary]')")
 
 
 def reduction_factor(cull_keep_ratio: float) -> int:
@@ -117,10 +154,12 @@ def build_pruner(spec: dict[str, Any]) -> Any:
     return MinRefPruner(inner, spec["min_ref"])
 
 
-def build_sampler(tuner: str, seed: int) -> Any:
-    from optuna.samplers import RandomSampler, TPESampler
+def build_sampler(tuner: str, seed: int, space: dict[str, Any] | None = None, taken: set[Any] | None = None) -> Any:
+    """The study's sampler: trial n is drawn with ``seed + n``; with ``space``, never one of the ``taken``
+    configurations (sampling.py)."""
+    from xdpx.tune.sampling import TrialSeededSampler
 
-    return TPESampler(seed=seed) if tuner == "tpe" else RandomSampler(seed=seed)
+    return TrialSeededSampler(tuner, seed, space, taken)
 
 
 def hyperband_rungs(spec: dict[str, Any]) -> list[int]:
