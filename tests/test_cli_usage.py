@@ -94,7 +94,7 @@ def test_option_docs_show_every_option_and_what_enables_it() -> None:
     page = (ROOT / "docs" / "options" / "x-prepro.md").read_text(encoding="utf-8")
     for name in ("threshold", "ignore_in_emb", "nwords"):
         line = next(line for line in page.splitlines() if line.startswith(f"| {name} |"))
-        assert line.endswith("(only when `vocab_file: null`) |"), line
+        assert "(only when `vocab_file: null`)" in line, line  # before its Range, where it has one
     special = next(line for line in page.splitlines() if line.startswith("| special_targets |"))
     assert special.endswith("(only when `target_map_file: null`) |"), special
     tsv = page.split("## `parser: tsv`")[1]

@@ -50,9 +50,9 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("x-prepro", "missing required key", {"tokenizer": None}, "tokenizer", "missing required key"),
     ("x-prepro", "unknown processor", {"processor": "singel"}, "processor", "Did you mean 'single'?"),
     ("x-prepro", "missing data_source", {"data_source": "/nonexistent/raw"}, "data_source", "does not exist"),
-    ("x-prepro", "workers 0", {"workers": 0}, "workers", "at least 1"),
+    ("x-prepro", "workers 0", {"workers": 0}, "workers", "must be >= 1"),
     ("x-prepro", "max_bad_fraction above 1", {"skip_bad_lines": True, "max_bad_fraction": 1.5},
-     "max_bad_fraction", "a fraction in [0, 1)"),
+     "max_bad_fraction", "must be in [0, 1)"),
     ("x-prepro", "corpus loader with a single processor", {"loader": "corpus"}, "loader", "goes with processor"),
     ("x-prepro", "extra_columns with a negative column", {"extra_columns": True}, "extra_columns",
      "counted from the start"),
@@ -65,7 +65,7 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("x-train", "misspelt key", {"learning_rat": 1.0}, "learning_rat", "Did you mean 'learning_rate'?"),
     ("x-train", "learning_rate a string", {"learning_rate": "fast"}, "learning_rate", "expected float"),
     ("x-train", "unknown model", {"model": "cnn_cls"}, "model", "unknown model 'cnn_cls'"),
-    ("x-train", "batch_size 0", {"batch_size": 0}, "batch_size", "must be > 0"),
+    ("x-train", "batch_size 0", {"batch_size": 0}, "batch_size", "must be >= 1"),
     ("x-train", "overwrite and auto_suffix", {"overwrite": True, "auto_suffix": True}, "overwrite",
      "exclude each other"),
     ("x-train", "no save_dir", {"save_dir": None}, "save_dir", "missing required key"),
@@ -88,7 +88,7 @@ CASES: list[tuple[str, str, Any, str, str]] = [
      "cannot write"),
     ("x-eval", "save_mode", {"save_mode": "x"}, "save_mode", "Choose one of ['a', 'w']"),
     ("x-eval", "max_bad_fraction 2", {"skip_bad_lines": True, "max_bad_fraction": 2}, "max_bad_fraction",
-     "a fraction in [0, 1)"),
+     "must be in [0, 1)"),
 ]
 
 

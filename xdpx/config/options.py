@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Union, get_args, get_origin
 
 from xdpx.config.errors import ConfigError
+from xdpx.config.ranges import Range
 
 MISSING: Any = type("MISSING", (), {"__repr__": lambda self: "(required)"})()
 
@@ -38,7 +39,9 @@ class Option:
     default: a value, or a callable ``f(args) -> value`` computed from the other options
         (document it with ``default_doc``). Without a default the option is required.
     required: the key must be given even though None is allowed (``pretrained_model: null``).
-    choices / validate: allowed values / ``f(value) -> bool`` with ``validate_msg`` saying why.
+    choices / validate: allowed values / ``f(value) -> bool`` with ``validate_msg`` saying why. A numeric
+        option declares its range here: ``validate=at_least(0)`` (see :mod:`xdpx.config.ranges`), which also writes
+        ``validate_msg`` and the range shown in the docs.
     children: ``{value: [options]}`` or ``[(predicate, [options])]``: options a value switches on.
     registry: the value names a component of that registry; its ``options`` switch on.
     path: 'input' (must exist), 'output' (must be writable) or None; checked for every path kind.
@@ -59,6 +62,10 @@ class Option:
     path: str | None = None
     default_doc: str | None = None
     aliases: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.validate, Range) and self.validate_msg == "invalid value":
+            self.validate_msg = f"must be {self.validate.describe(self.type)}"
 
     @property
     def is_required(self) -> bool:
@@ -172,11 +179,12 @@ class Args:
     """Resolved options: attribute access, plus where each value came from and its group."""
 
     def __init__(self, values: dict[str, Any], declared: dict[str, tuple[Option, str]],
-                 explicit: set[str], sources: dict[str, str]) -> None:
+                 explicit: set[str], sources: dict[str, str], origin: str = "config") -> None:
         self.__dict__.update(values)
         object.__setattr__(self, "_declared", declared)
         object.__setattr__(self, "_explicit", explicit)
         object.__setattr__(self, "_sources", sources)
+        object.__setattr__(self, "_origin", origin)
 
     def __getattr__(self, name: str) -> Any:  # only called when the attribute is missing
         if name.startswith("_"):
@@ -217,6 +225,10 @@ class Args:
 
     def source(self, name: str) -> str:
         return self._sources.get(name, "(default)")
+
+    def origin(self) -> str:
+        """The config file the user gave (its parents are in :meth:`source`): the one to run again."""
+        return str(self.__dict__.get("_origin", "config"))
 
     def grouped(self) -> dict[str, dict[str, Any]]:
         groups: dict[str, dict[str, Any]] = {}
@@ -323,7 +335,7 @@ def resolve(config: dict[str, Any], root: Iterable[Any], group: str, sources: di
     if errors:
         raise ConfigError(errors)
 
-    args = Args(values, declared, explicit={k for k in config if k in declared}, sources=sources)
+    args = Args(values, declared, explicit={k for k in config if k in declared}, sources=sources, origin=origin)
     for name, (option, _grp) in declared.items():  # computed defaults see every explicit value
         if name not in values and option.default is not MISSING and callable(option.default):
             object.__setattr__(args, name, option.default(args))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from xdpx.config.options import Option
+from xdpx.config.options import Option, Rule
+from xdpx.config.ranges import in_range
 from xdpx.data import processors
 from xdpx.data.processing import IGNORE_INDEX, Processor
 from xdpx.errors import UserError
@@ -124,10 +125,12 @@ class BertLMProcessor(BertProcessor):
     options = [
         *SPECIAL_OPTIONS,
         Option("mask_word", str, default="[MASK]", doc="the token that replaces masked tokens"),
-        Option("mask_prob", float, default=0.15, validate=lambda p: 0 < p < 1, validate_msg="between 0 and 1",
+        Option("mask_prob", float, default=0.15, validate=in_range(0, 1, low_open=True, high_open=True),
                doc="share of tokens (or whole words) to predict"),
-        Option("random_token_prob", float, default=0.1, doc="of the predicted tokens, share replaced by a random token"),
-        Option("leave_unmasked_prob", float, default=0.1, doc="of the predicted tokens, share left unchanged"),
+        Option("random_token_prob", float, default=0.1, validate=in_range(0, 1),
+               doc="of the predicted tokens, share replaced by a random token"),
+        Option("leave_unmasked_prob", float, default=0.1, validate=in_range(0, 1),
+               doc="of the predicted tokens, share left unchanged"),
         Option("mask_whole_words", bool, default=False,
                doc="mask all the pieces of a word together: WordPiece pieces after the first start with ##; "
                    "with word_segmenter: jieba, runs of Chinese characters are cut into jieba words too",
@@ -136,6 +139,9 @@ class BertLMProcessor(BertProcessor):
                    doc="what a whole word is: wordpiece (## continuations, for English) or jieba (Chinese "
                        "words found by jieba in runs of single-character tokens, plus ## continuations; "
                        "needs pip install jieba)")]}),
+        Rule(lambda a: a.random_token_prob + a.leave_unmasked_prob <= 1,
+             "random_token_prob + leave_unmasked_prob must be <= 1: both are shares of the predicted tokens",
+             keys=("random_token_prob", "leave_unmasked_prob")),
     ]
     fields = ("input_ids",)
     field_dtypes = {}

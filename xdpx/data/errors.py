@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import in_range
 
 
 class BadLine(ValueError):
@@ -51,7 +52,7 @@ def count_skipped(error: BadLine, stats: Counter[str], examples: int = 3) -> Non
 
 
 MAX_BAD_FRACTION = Option(
-    "max_bad_fraction", float, default=0.05, validate=lambda x: 0 <= x < 1, validate_msg="a fraction in [0, 1)",
+    "max_bad_fraction", float, default=0.05, validate=in_range(0, 1, high_open=True),
     doc="with skip_bad_lines: stop with an error when more than this share of an input's lines (of a split for "
         "x-prepro) are bad, since such a file is most likely not in the configured format (a binary file, another "
         "delimiter, a wrong column layout); 0: no bad line at all")

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdpx.config.options import Option, Rule
+from xdpx.config.ranges import any_number
 from xdpx.data import loaders
 from xdpx.data.errors import BadLine
+from xdpx.data.parsing import JsonValue
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,20 @@ def check_text(text: str, what: str = "text") -> str:
         raise BadLine(f"a NUL character in the {what} at position {text.index(chr(0))}: binary data, or a UTF-16 "
                       "file? (convert it to UTF-8)")
     return text
+
+
+def json_column(column: str, what: str = "text") -> str:
+    """A column as the text or label it is to be: a text read from a JSON number, boolean or null is a bad
+    line (not its str()), and so is a null label; a number or boolean label is taken (class ids,
+    regression targets)."""
+    if isinstance(column, JsonValue) and (what == "text" or column.kind == "null"):
+        shown = str(column) or "null"
+        if what == "text":
+            raise BadLine(f"{column.field} is a JSON {column.kind} ({shown}), not a string: a text must be a JSON "
+                          "string (quote it, or check `fields` if this field is not a text)")
+        raise BadLine(f"{column.field} (the label) is null: give a label, or leave the field out of every "
+                      "record of an unlabelled file")
+    return column
 
 
 class Loader:
@@ -72,16 +88,16 @@ class Loader:
                 raise BadLine(f"{len(columns)} columns, but the first record of the file (line {layout.line}) has "
                               f"{layout.width}: a delimiter inside a text? (quote such fields, or set extra_columns: "
                               "true if records may carry optional trailing columns)")
-            texts = [columns[c].strip() for c in self.text_columns]
+            texts = [json_column(columns[c]).strip() for c in self.text_columns]
             label = None
             if layout.labelled:
-                label = check_text(columns[self.label_column].strip(), "label")
+                label = check_text(json_column(columns[self.label_column], "label").strip(), "label")
                 if not label:
                     raise BadLine("empty label")
         else:  # an unlabelled file in a labelled layout: exactly the texts, in order
             if len(columns) != self.num_texts:
                 raise BadLine(f"expected {self.num_texts} column(s) in this unlabelled file, got {len(columns)}")
-            texts = [c.strip() for c in columns]
+            texts = [json_column(c).strip() for c in columns]
             label = None
         for text in texts:
             if not check_text(text):
@@ -89,7 +105,7 @@ class Loader:
         return texts, label
 
 
-LABEL_COLUMN = Option("label_column", int, default=-1,
+LABEL_COLUMN = Option("label_column", int, default=-1, validate=any_number(),
                       doc="column of the label (negative: from the end); null: the files have no labels")
 EXTRA_COLUMNS = Option("extra_columns", bool, default=False,
                        doc="records may have more (or fewer) columns than the first record of their file, e.g. "
@@ -119,7 +135,8 @@ def _counted_from_start(keys: tuple[str, ...]) -> Rule:
 class SingleLoader(Loader):
     """One text and an optional label per record."""
 
-    options = [Option("text_column", int, default=0, doc="column of the text (negative: from the end)"),
+    options = [Option("text_column", int, default=0, validate=any_number(),
+                      doc="column of the text (negative: from the end)"),
                LABEL_COLUMN, EXTRA_COLUMNS,
                _distinct_columns(("text_column", "label_column")),
                _counted_from_start(("text_column", "label_column"))]
@@ -129,8 +146,8 @@ class SingleLoader(Loader):
 class PairLoader(Loader):
     """Two texts (e.g. sentence pairs for matching or similarity) and an optional label per record."""
 
-    options = [Option("text1_column", int, default=0, doc="column of the first text"),
-               Option("text2_column", int, default=1, doc="column of the second text"),
+    options = [Option("text1_column", int, default=0, validate=any_number(), doc="column of the first text"),
+               Option("text2_column", int, default=1, validate=any_number(), doc="column of the second text"),
                LABEL_COLUMN, EXTRA_COLUMNS,
                _distinct_columns(("text1_column", "text2_column", "label_column")),
                _counted_from_start(("text1_column", "text2_column", "label_column"))]
@@ -162,4 +179,4 @@ class CorpusLoader(Loader):
 
     def fields(self, columns: list[str], layout: Layout) -> tuple[list[str], str | None]:
         # An empty text marks a document boundary; the processor's assembler handles it.
-        return [check_text(columns[0].strip()) if columns else ""], None
+        return [check_text(json_column(columns[0]).strip()) if columns else ""], None

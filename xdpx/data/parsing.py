@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -43,12 +44,40 @@ def no_carriage_return(record: str) -> str:
     return record
 
 
+class NonFinite:
+    """What NaN, Infinity and -Infinity parse to: Python's json accepts them, JSON does not (json.dumps and
+    pandas write a missing float as NaN). A marker rather than an error at parse time, so that the record
+    holding it is the bad line (a json array file is parsed whole)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
 def loads_json(text: str) -> Any:
-    """json.loads, with nesting too deep for Python's parser reported as invalid JSON."""
+    """json.loads, with nesting too deep for Python's parser reported as invalid JSON, and NaN / Infinity
+    kept as :class:`NonFinite` for :func:`_columns_of` to refuse."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=NonFinite)
     except RecursionError:
         raise BadLine("invalid JSON: nested too deeply") from None
+
+
+class JsonValue(str):
+    """A column read from a JSON number, true/false or null: its JSON text (1, 0.5, true; null is ''),
+    marked with its kind and field. The loader refuses it as a text (a number where a text belongs is a
+    misplaced field, and str() of it would be trained on as text) but takes a number or boolean as a label
+    (class ids, regression targets)."""
+
+    kind: str
+    field: str
+
+    def __new__(cls, text: str, kind: str, field: str) -> JsonValue:
+        value = super().__new__(cls, text)
+        value.kind, value.field = kind, field
+        return value
+
+    def __reduce__(self) -> tuple[object, ...]:  # keep kind and field when sent to or from a worker process
+        return JsonValue, (str(self), self.kind, self.field)
 
 
 def _unescape(value: str | None) -> str | None:
@@ -135,11 +164,27 @@ def _columns_of(item: Any, fields: list[str] | None) -> list[str]:
         values = item
     else:
         raise BadLine(f"expected a JSON object or array, got {type(item).__name__}")
-    columns = []
-    for value in values:
+    if isinstance(item, dict):
+        names = list(item) if fields is None else fields
+    else:
+        names = [f"column {i}" for i in range(len(values))]
+    columns: list[str] = []
+    for name, value in zip(names, values):
+        field = f"field {name!r}" if isinstance(item, dict) else name
         if isinstance(value, (dict, list)):
-            raise BadLine("nested JSON values cannot be text or labels")
-        columns.append(value if isinstance(value, str) else "" if value is None else json.dumps(value))
+            raise BadLine(f"{field}: nested JSON values cannot be text or labels")
+        # 1e999 parses to inf as well: no JSON number may become an infinite or NaN text or label.
+        if isinstance(value, NonFinite):
+            raise BadLine(f"{field} is {value.name}, which is not a JSON value (a missing value written as NaN by "
+                          "Python's json or pandas?): give a real value, or drop the record")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BadLine(f"{field} is a number too large for a float (it reads as {value}): give a real value, "
+                          "or drop the record")
+        if isinstance(value, str):
+            columns.append(value)
+        else:
+            kind = "null" if value is None else "boolean" if isinstance(value, bool) else "number"
+            columns.append(JsonValue("" if value is None else json.dumps(value), kind, field))
     return columns
 
 

@@ -3,6 +3,7 @@ the conversion of a label string into what is stored (class id, or a float for r
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable
 
@@ -51,6 +52,42 @@ class TargetMap:
             return self.index[label]
         except KeyError:
             raise BadLine(f"label {label!r} is not in the target map {self.labels[:10]}") from None
+
+
+# A label of the train splits is rare when seen fewer than max(RARE_LABEL_MIN, RARE_LABEL_SHARE x labelled
+# samples) times: once in small data, under 0.1% of the samples in large data. A typo (`Pos` beside `pos`)
+# or a stray value silently becomes a class the model can hardly learn, so x-prepro warns; rare classes
+# may be real, so it is never an error.
+RARE_LABEL_MIN = 2
+RARE_LABEL_SHARE = 0.001
+
+
+def rare_labels_warning(counts: Counter[str], shown: int = 5) -> str | None:
+    """The warning x-prepro prints about the rare labels of ``counts`` (label -> samples of the train
+    splits), or None: how many, the first ``shown`` with their counts, and the labels that differ from a
+    more frequent one only by case or whitespace (the likely typos)."""
+    total = sum(counts.values())
+    bound = max(RARE_LABEL_MIN, math.ceil(RARE_LABEL_SHARE * total))
+    rare = sorted((label for label, n in counts.items() if n < bound), key=lambda label: (counts[label], label))
+    if not rare or len(rare) == len(counts):  # every label rare: tiny data, nothing stands out
+        return None
+    by_form: dict[str, list[str]] = {}
+    for label in counts:
+        by_form.setdefault(" ".join(label.split()).casefold(), []).append(label)
+    hints = []
+    for label in rare:
+        twins = [t for t in by_form[" ".join(label.split()).casefold()] if t != label and counts[t] > counts[label]]
+        if twins:
+            twin = max(twins, key=lambda t: counts[t])
+            hints.append(f"{label!r} ({counts[label]}) differs from {twin!r} ({counts[twin]}) only by case or "
+                         "whitespace (a typo?)")
+    listed = ", ".join(f"{label!r} ({counts[label]})" for label in rare[:shown])
+    more = f" and {len(rare) - shown} more" if len(rare) > shown else ""
+    text = (f"warning: target map: {len(rare)} of {len(counts)} labels are rare (seen fewer than {bound} times "
+            f"in {total} labelled train samples): {listed}{more}; each is a class of its own")
+    if hints:
+        text += ". " + "; ".join(hints[:shown])
+    return text + ". Fix the labels in the data if they are typos, or keep them if they are real classes"
 
 
 def _is_int(text: str) -> bool:

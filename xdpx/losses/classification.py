@@ -6,6 +6,7 @@ import torch
 from torch.nn import functional as F
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import in_range
 from xdpx.losses import losses
 from xdpx.losses.base import Loss, major_metric_rule, target_type_rule
 
@@ -30,8 +31,7 @@ class LabelSmoothCrossEntropy(Loss):
     """Cross-entropy against targets smoothed towards the uniform distribution (Szegedy et al., 2016)."""
 
     options = [
-        Option("label_smoothing", float, default=0.1, validate=lambda v: 0.0 <= v < 1.0,
-               validate_msg="must be in [0, 1)",
+        Option("label_smoothing", float, default=0.1, validate=in_range(0, 1, high_open=True),
                doc="probability mass moved from the true class to all classes uniformly"),
         major_metric_rule(("classification",), CLASSIFICATION_METRICS),
                target_type_rule(regression=False),

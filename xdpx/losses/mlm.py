@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from xdpx.config.options import Option, Rule
+from xdpx.config.ranges import at_least
 from xdpx.data.processing import IGNORE_INDEX
 from xdpx.losses import losses
 from xdpx.losses.base import Loss, major_metric_rule
@@ -70,7 +71,7 @@ class MaskedLMSentenceOrderLoss(MaskedLMLoss):
 
     kinds = ("mlm", "sop")
     options = [
-        Option("sop_weight", float, default=1.0, validate=lambda v: v >= 0, validate_msg="must be >= 0",
+        Option("sop_weight", float, default=1.0, validate=at_least(0),
                doc="weight of the sentence-order loss against the masked-LM loss"),
         major_metric_rule(("mlm", "sop"), "mlm_accuracy, mlm_perplexity, sop_accuracy"),
         PERPLEXITY_RULE,

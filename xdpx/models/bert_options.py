@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from xdpx.config.options import Option, Rule
+from xdpx.config.ranges import above, at_least, in_range
 
 HF_CONFIG_FILES = ("config.json", "bert_config.json")
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
@@ -65,10 +66,6 @@ def _from_pretrained(name: str) -> Any:
     return default
 
 
-def _dropout_ok(p: float) -> bool:
-    return 0.0 <= p < 1.0
-
-
 def _arch(name: str, tp: Any, doc: str, **kw: Any) -> Option:
     return Option(name, tp, default=_from_pretrained(name),
                   default_doc=f"{ARCHITECTURE_DEFAULTS[name]!r} (or the pretrained model's config.json)",
@@ -77,25 +74,23 @@ def _arch(name: str, tp: Any, doc: str, **kw: Any) -> Option:
 
 ARCHITECTURE_OPTIONS = [
     _arch("hidden_size", int, "width of the hidden states (Hugging Face config.json name)",
-          validate=lambda n: n > 0, validate_msg="must be positive"),
-    _arch("num_hidden_layers", int, "number of transformer layers", validate=lambda n: n > 0,
-          validate_msg="must be positive"),
+          validate=at_least(1)),
+    _arch("num_hidden_layers", int, "number of transformer layers", validate=at_least(1)),
     _arch("num_attention_heads", int, "attention heads per layer; must divide hidden_size",
-          validate=lambda n: n > 0, validate_msg="must be positive"),
-    _arch("intermediate_size", int, "width of the feed-forward layer", validate=lambda n: n > 0,
-          validate_msg="must be positive"),
+          validate=at_least(1)),
+    _arch("intermediate_size", int, "width of the feed-forward layer", validate=at_least(1)),
     _arch("hidden_act", str, f"activation of the feed-forward layer: {', '.join(ACTIVATIONS)}",
           choices=ACTIVATIONS),
     _arch("max_position_embeddings", int, "longest input in tokens the position embeddings cover",
-          validate=lambda n: n > 0, validate_msg="must be positive"),
-    _arch("type_vocab_size", int, "number of token types (segments A/B)", validate=lambda n: n > 0,
-          validate_msg="must be positive"),
-    _arch("layer_norm_eps", float, "epsilon of the LayerNorms"),
+          validate=at_least(1)),
+    _arch("type_vocab_size", int, "number of token types (segments A/B)", validate=at_least(1)),
+    _arch("layer_norm_eps", float, "epsilon of the LayerNorms", validate=above(0)),
     _arch("hidden_dropout_prob", float, "dropout on embeddings and every sub-layer output",
-          validate=_dropout_ok, validate_msg="must be in [0, 1)"),
+          validate=in_range(0, 1, high_open=True)),
     _arch("attention_probs_dropout_prob", float, "dropout on the attention probabilities",
-          validate=_dropout_ok, validate_msg="must be in [0, 1)"),
-    _arch("initializer_range", float, "standard deviation of the initial weights (random init)"),
+          validate=in_range(0, 1, high_open=True)),
+    _arch("initializer_range", float, "standard deviation of the initial weights (random init)",
+          validate=at_least(0)),
     Rule(lambda a: a.hidden_size % a.num_attention_heads == 0,
          "num_attention_heads must divide hidden_size", keys=("hidden_size", "num_attention_heads")),
     Rule(lambda a: a.max_len <= a.max_position_embeddings if a.get("max_len") else True,
@@ -113,10 +108,10 @@ PRETRAINED_OPTIONS = [
                "loss and gradients"),
     Option("freeze_embeddings", bool, default=False,
            doc="keep the embedding layer (word, position, token type, its LayerNorm) frozen"),
-    Option("layer_lr_decay", float, default=1.0, validate=lambda v: 0 < v <= 1, validate_msg="must be in (0, 1]",
+    Option("layer_lr_decay", float, default=1.0, validate=in_range(0, 1, low_open=True),
            doc="layer-wise learning-rate decay: layer i of L gets lr x decay^(L - i), the embeddings "
                "lr x decay^(L + 1); the heads keep the full lr. 1: no decay"),
-    Option("head_lr_multiplier", float, default=1.0, validate=lambda v: v > 0, validate_msg="must be > 0",
+    Option("head_lr_multiplier", float, default=1.0, validate=above(0),
            doc="the task head (classifier / MLM transform) learns at lr x this (e.g. 10 for a new head "
                "on a pretrained encoder)"),
     # The seed FAQ's rule: starting a BERT from random weights by accident wastes a run.
@@ -129,7 +124,7 @@ PRETRAINED_OPTIONS = [
 
 HEAD_OPTIONS = [
     Option("classifier_dropout", float, default=None,
-           validate=lambda p: p is None or _dropout_ok(p), validate_msg="must be in [0, 1)",
+           validate=in_range(0, 1, high_open=True),
            doc="dropout before the classifier (null: hidden_dropout_prob)"),
     Option("pooling", str, default="cls", choices=("cls", "mean"),
            doc="the text vector: cls (the pooler over [CLS], as BERT was pretrained) or mean (the mean of "
@@ -140,6 +135,6 @@ SIAMESE_OPTIONS = [
     Option("pooling", str, default="mean", choices=("cls", "mean"),
            doc="each tower's text vector: mean over real tokens (sentence-transformers' choice) or cls"),
     Option("classifier_dropout", float, default=None,
-           validate=lambda p: p is None or _dropout_ok(p), validate_msg="must be in [0, 1)",
+           validate=in_range(0, 1, high_open=True),
            doc="dropout before the classifier (null: hidden_dropout_prob)"),
 ]

@@ -13,8 +13,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import at_least
 from xdpx.models import models
-from xdpx.models.modules.base import EMBEDDING_OPTIONS, Model, num_outputs, positive, positive_ints
+from xdpx.models.modules.base import EMBEDDING_OPTIONS, Model, num_outputs
 from xdpx.models.modules.embedding import Embedding
 from xdpx.models.modules.encoders import SameConv1d
 from xdpx.models.modules.pooling import masked_max
@@ -26,10 +27,9 @@ class TextCNN(Model):
 
     options = [
         *EMBEDDING_OPTIONS,
-        Option("kernel_sizes", list[int], default=[3, 4, 5], validate=positive_ints,
-               validate_msg="must be a non-empty list of positive integers",
+        Option("kernel_sizes", list[int], default=[3, 4, 5], validate=at_least(1, min_items=1),
                doc="widths (in tokens) of the convolution filters; one bank of filters per width"),
-        Option("num_filters", int, default=100, validate=positive, validate_msg="must be positive",
+        Option("num_filters", int, default=100, validate=at_least(1),
                doc="filters per kernel size; the text vector has len(kernel_sizes) * num_filters features"),
     ]
 

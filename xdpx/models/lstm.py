@@ -13,8 +13,9 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import at_least
 from xdpx.models import models
-from xdpx.models.modules.base import EMBEDDING_OPTIONS, Model, num_outputs, positive
+from xdpx.models.modules.base import EMBEDDING_OPTIONS, Model, num_outputs
 from xdpx.models.modules.embedding import Embedding
 from xdpx.models.modules.encoders import PredictionHead
 from xdpx.models.modules.pooling import Pooling
@@ -26,9 +27,9 @@ class BiLSTMClassifier(Model):
 
     options = [
         *EMBEDDING_OPTIONS,
-        Option("hidden_size", int, default=200, validate=positive, validate_msg="must be positive",
+        Option("hidden_size", int, default=200, validate=at_least(1),
                doc="LSTM units per direction (the text vector has 2 * hidden_size features)"),
-        Option("num_layers", int, default=1, validate=positive, validate_msg="must be positive",
+        Option("num_layers", int, default=1, validate=at_least(1),
                doc="stacked LSTM layers"),
         Option("pooling", str, default="max", choices=["max", "mean", "attention"],
                doc="how the token states become one vector: max or mean over real tokens, or a learned "

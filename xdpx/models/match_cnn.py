@@ -12,8 +12,9 @@ from typing import Any
 import torch
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import at_least
 from xdpx.models import models
-from xdpx.models.modules.base import EMBEDDING_OPTIONS, Model, num_outputs, positive, positive_ints
+from xdpx.models.modules.base import EMBEDDING_OPTIONS, Model, num_outputs
 from xdpx.models.modules.embedding import Embedding
 from xdpx.models.modules.encoders import ConvEncoder, PredictionHead
 from xdpx.models.modules.pooling import Pooling
@@ -25,12 +26,11 @@ class SiameseCNN(Model):
 
     options = [
         *EMBEDDING_OPTIONS,
-        Option("hidden_size", int, default=200, validate=positive, validate_msg="must be positive",
+        Option("hidden_size", int, default=200, validate=at_least(1),
                doc="width of the convolutional encoder and of the prediction head"),
-        Option("kernel_sizes", list[int], default=[3], validate=positive_ints,
-               validate_msg="must be a non-empty list of positive integers",
+        Option("kernel_sizes", list[int], default=[3], validate=at_least(1, min_items=1),
                doc="widths of the convolution filters; hidden_size is shared among them"),
-        Option("enc_layers", int, default=2, validate=positive, validate_msg="must be positive",
+        Option("enc_layers", int, default=2, validate=at_least(1),
                doc="stacked convolution layers in the encoder"),
         Option("pooling", str, default="max", choices=["max", "mean", "attention"],
                doc="how token states become one vector per text"),

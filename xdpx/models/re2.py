@@ -26,8 +26,9 @@ import torch
 from torch import nn
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import at_least
 from xdpx.models import models
-from xdpx.models.modules.base import EMBEDDING_OPTIONS, Model, num_outputs, positive, positive_ints
+from xdpx.models.modules.base import EMBEDDING_OPTIONS, Model, num_outputs
 from xdpx.models.modules.embedding import Embedding
 from xdpx.models.modules.encoders import ConvEncoder, FeedForward, PredictionHead
 from xdpx.models.modules.pooling import masked_max, masked_softmax
@@ -104,14 +105,13 @@ class RE2(Model):
 
     options = [
         *EMBEDDING_OPTIONS,
-        Option("hidden_size", int, default=150, validate=positive, validate_msg="must be positive",
+        Option("hidden_size", int, default=150, validate=at_least(1),
                doc="width of the encoders, the alignment projection, the fusion layers and the head"),
-        Option("blocks", int, default=2, validate=positive, validate_msg="must be positive",
+        Option("blocks", int, default=2, validate=at_least(1),
                doc="number of encoder-alignment-fusion blocks (the paper uses 1 to 3)"),
-        Option("enc_layers", int, default=2, validate=positive, validate_msg="must be positive",
+        Option("enc_layers", int, default=2, validate=at_least(1),
                doc="convolution layers in each block's encoder"),
-        Option("kernel_sizes", list[int], default=[3], validate=positive_ints,
-               validate_msg="must be a non-empty list of positive integers",
+        Option("kernel_sizes", list[int], default=[3], validate=at_least(1, min_items=1),
                doc="widths of the encoder's convolution filters; hidden_size is shared among them"),
         Option("alignment", str, default="linear", choices=["linear", "identity"],
                doc="linear: align through a learned projection of the tokens (the paper); identity: plain "

@@ -16,14 +16,11 @@ import torch
 from torch import nn
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import above, in_range
 from xdpx.optim import optimizers
 from xdpx.optim.base import WEIGHT_DECAY, OptimizerComponent, parameter_groups
 
 FUSED_DEVICES = {"cpu", "cuda", "xpu", "mps"}  # torch.optim.AdamW(fused=True) kernels (torch >= 2.4)
-
-
-def valid_betas(values: list[float]) -> bool:
-    return len(values) == 2 and all(0.0 <= v < 1.0 for v in values)
 
 
 @optimizers.register("adam")
@@ -31,10 +28,10 @@ class Adam(OptimizerComponent):
     """AdamW; weight decay skips biases and normalisation weights."""
 
     options = [
-        Option("adam_betas", list[float], default=[0.9, 0.999], validate=valid_betas,
-               validate_msg="must be two numbers in [0, 1)",
+        Option("adam_betas", list[float], default=[0.9, 0.999],
+               validate=in_range(0, 1, high_open=True, min_items=2, max_items=2),
                doc="decay rates of the running averages of the gradient and of its square"),
-        Option("adam_eps", float, default=1e-6, validate=lambda v: v > 0, validate_msg="must be > 0",
+        Option("adam_eps", float, default=1e-6, validate=above(0),
                doc="added to the denominator for numerical stability"),
         WEIGHT_DECAY,
         Option("adam_implementation", str, default="fused", choices=["fused", "foreach", "for_loop"],

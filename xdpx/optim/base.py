@@ -8,9 +8,10 @@ import torch
 from torch import nn
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import at_least
 
 WEIGHT_DECAY = Option(
-    "weight_decay", float, default=0.0, validate=lambda v: v >= 0, validate_msg="must be >= 0",
+    "weight_decay", float, default=0.0, validate=at_least(0),
     doc="decoupled weight decay (AdamW style: the weights shrink by lr x weight_decay each update); "
         "biases, LayerNorm weights and other 1-D parameters are never decayed",
 )

@@ -21,15 +21,16 @@ from __future__ import annotations
 from typing import Any
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import above, at_least, in_range
 
 BMUF_OPTIONS: list[Any] = [
-    Option("block_lr", float, default=1.0, validate=lambda v: v > 0, validate_msg="must be > 0",
+    Option("block_lr", float, default=1.0, validate=above(0),
            doc="BMUF block learning rate: the step along the block's averaged descent"),
-    Option("block_momentum", float, default=0.875, validate=lambda v: 0 <= v < 1, validate_msg="must be in [0, 1)",
+    Option("block_momentum", float, default=0.875, validate=in_range(0, 1, high_open=True),
            doc="BMUF block momentum (0: plain model averaging when block_lr is 1)"),
-    Option("global_sync_iter", int, default=50, validate=lambda v: v > 0, validate_msg="must be > 0",
+    Option("global_sync_iter", int, default=50, validate=at_least(1),
            doc="BMUF: updates per block (between two syncs of the processes' models)"),
-    Option("warmup_iterations", int, default=500, validate=lambda v: v >= 0, validate_msg="must be >= 0",
+    Option("warmup_iterations", int, default=500, validate=at_least(0),
            doc="BMUF: updates trained independently before rank 0's weights are broadcast and block syncs start"),
     Option("use_nbm", bool, default=False, doc="BMUF: Nesterov block momentum instead of the classical one"),
     Option("average_sync", bool, default=False,

@@ -20,8 +20,8 @@ import torch
 from torch import nn
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import above, in_range
 from xdpx.optim import optimizers
-from xdpx.optim.adam import valid_betas
 from xdpx.optim.base import WEIGHT_DECAY, OptimizerComponent, parameter_groups
 
 
@@ -70,10 +70,10 @@ class Lamb(OptimizerComponent):
     """LAMB for large batches; weight decay skips biases and normalisation weights."""
 
     options = [
-        Option("lamb_betas", list[float], default=[0.9, 0.999], validate=valid_betas,
-               validate_msg="must be two numbers in [0, 1)",
+        Option("lamb_betas", list[float], default=[0.9, 0.999],
+               validate=in_range(0, 1, high_open=True, min_items=2, max_items=2),
                doc="decay rates of the running averages of the gradient and of its square"),
-        Option("lamb_eps", float, default=1e-6, validate=lambda v: v > 0, validate_msg="must be > 0",
+        Option("lamb_eps", float, default=1e-6, validate=above(0),
                doc="added to the denominator for numerical stability"),
         WEIGHT_DECAY,
     ]

@@ -14,21 +14,17 @@ from typing import Any
 import torch
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import above, at_least, in_range
 from xdpx.optim import lr_schedulers
 
-
-def _valid_warmup(value: int | float) -> bool:
-    return value >= 0 if isinstance(value, int) else 0.0 <= value < 1.0
-
-
 WARMUP_STEPS = Option(
-    "warmup_steps", int | float, default=0, validate=_valid_warmup,
-    validate_msg="must be an integer >= 0 (updates) or a float in [0, 1) (a fraction of all updates)",
+    "warmup_steps", int | float, default=0,
+    validate=at_least(0, kind=int) | in_range(0, 1, high_open=True, kind=float),
     doc="updates of linear warmup; a float in [0, 1) is a fraction of the total number of updates "
         "(0.1: the first 10%)",
 )
 DIV_FACTOR = Option(
-    "div_factor", float, default=25.0, validate=lambda v: v > 1.0, validate_msg="must be > 1",
+    "div_factor", float, default=25.0, validate=above(1),
     doc="the schedule starts (and, for one_cycle, ends) at learning_rate / div_factor",
 )
 
@@ -102,9 +98,9 @@ class ExponentialDecay(LRScheduler):
 
     options = [
         WARMUP_STEPS,
-        Option("decay_rate", float, default=0.95, validate=lambda v: 0.0 < v <= 1.0,
-               validate_msg="must be in (0, 1]", doc="the lr is multiplied by this every decay_steps updates"),
-        Option("decay_steps", int, default=1000, validate=lambda v: v > 0, validate_msg="must be > 0",
+        Option("decay_rate", float, default=0.95, validate=in_range(0, 1, low_open=True),
+               doc="the lr is multiplied by this every decay_steps updates"),
+        Option("decay_steps", int, default=1000, validate=at_least(1),
                doc="updates between two decays"),
         DIV_FACTOR,
     ]
@@ -138,10 +134,9 @@ class OneCycle(LRScheduler):
         WARMUP_STEPS,
         Option("anneal_strategy", str, default="linear", choices=["linear", "cosine", "polynomial"],
                doc="shape of both the rise and the fall",
-               children={"polynomial": [Option("anneal_p", float, default=1.0, validate=lambda v: v > 0,
-                                               validate_msg="must be > 0",
+               children={"polynomial": [Option("anneal_p", float, default=1.0, validate=above(0),
                                                doc="power of the polynomial annealing curve")]}),
-        Option("div_factor", float, default=600.0, validate=lambda v: v > 1.0, validate_msg="must be > 1",
+        Option("div_factor", float, default=600.0, validate=above(1),
                doc="the schedule starts and ends at learning_rate / div_factor"),
     ]
 

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from xdpx.config.options import Option, Rule
+from xdpx.config.ranges import at_least, in_range
 from xdpx.optim import optimizers
 from xdpx.optim.base import OptimizerComponent, parameter_groups
 
@@ -17,10 +18,10 @@ class SGD(OptimizerComponent):
     """SGD; weight decay here is the classic L2 term added to the gradient (torch's SGD)."""
 
     options = [
-        Option("momentum", float, default=0.0, validate=lambda v: 0.0 <= v < 1.0,
-               validate_msg="must be in [0, 1)", doc="momentum factor; 0 is plain SGD"),
+        Option("momentum", float, default=0.0, validate=in_range(0, 1, high_open=True),
+               doc="momentum factor; 0 is plain SGD"),
         Option("nesterov", bool, default=False, doc="Nesterov momentum (needs momentum > 0)"),
-        Option("weight_decay", float, default=0.0, validate=lambda v: v >= 0, validate_msg="must be >= 0",
+        Option("weight_decay", float, default=0.0, validate=at_least(0),
                doc="L2 penalty added to the gradient; biases and normalisation weights are not decayed"),
         Rule(lambda a: not a.nesterov or a.momentum > 0, "nesterov needs momentum > 0",
              keys=("nesterov", "momentum")),

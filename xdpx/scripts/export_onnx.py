@@ -8,6 +8,7 @@ from typing import Any
 from xdpx.chain import script_main
 from xdpx.command import commands, script
 from xdpx.config.options import Args, Option
+from xdpx.config.ranges import at_least
 from xdpx.export.command import ExportCommand
 
 NAME = "export_onnx"
@@ -19,7 +20,7 @@ class ExportOnnx(ExportCommand):
 
     name = NAME
     extra_options = [
-        Option("opset_version", int, default=None,
+        Option("opset_version", int, default=None, validate=at_least(7),
                doc="ONNX opset to target; null: the exporter's default (recent onnxruntime runs it)"),
     ]
 

@@ -9,6 +9,7 @@ from typing import Any
 from xdpx.chain import script_main
 from xdpx.command import Command, commands, script
 from xdpx.config.options import Args, Option
+from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
 
 NAME = "export_pt"
@@ -28,7 +29,7 @@ class ExportPt(Command):
                    doc="the TF checkpoint: its prefix (e.g. .../bert_model.ckpt) or its folder; local or remote"),
             Option("tf_config", str, path="input", doc="the checkpoint's bert_config.json"),
             Option("out_dir", str, path="output", doc="the folder the PyTorch model is written to"),
-            Option("num_classes", int, default=None,
+            Option("num_classes", int, default=None, validate=at_least(1),
                    doc="classes of the checkpoint's classifier (output_weights), checked against it; null: "
                        "taken from the checkpoint. A checkpoint without a classifier becomes a bare encoder"),
             Option("check_outputs", bool, default=True,

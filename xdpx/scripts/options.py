@@ -12,6 +12,7 @@ from xdpx.command import COMMON_OPTIONS, get_command, script
 from xdpx.config.errors import ConfigError
 from xdpx.config.loader import parse_hjson
 from xdpx.config.options import Option, type_name, walk_options
+from xdpx.config.ranges import Range
 
 
 def parse_choices(tokens: list[str]) -> dict[str, Any]:
@@ -100,6 +101,8 @@ def option_table(command_name: str, choices: dict[str, Any], exclude: set[str] |
             doc += f" (only when `{conditions[option.name]}`)"
         if option.choices:
             doc += f" Choices: {', '.join(map(str, option.choices))}."
+        if isinstance(option.validate, Range):
+            doc += f" Range: {option.validate.describe(option.type)}."
         if option.registry is not None:
             doc += f" One of: {', '.join(option.registry.names())}."
         if option.aliases:

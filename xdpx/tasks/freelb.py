@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import at_least
 from xdpx.tasks import tasks
 from xdpx.tasks.default import Task
 
@@ -68,19 +69,19 @@ class FreeLB(Task):
     """FreeLB: adversarial perturbations of the embedding output during training (evaluation is plain)."""
 
     options = [
-        Option("adv_lr", float, default=0.1, validate=lambda v: v >= 0, validate_msg="must be >= 0",
+        Option("adv_lr", float, default=0.1, validate=at_least(0),
                doc="step size of each ascent step on the perturbation"),
-        Option("adv_steps", int, default=2, validate=lambda v: v >= 1, validate_msg="must be >= 1",
+        Option("adv_steps", int, default=2, validate=at_least(1),
                doc="forward passes per micro-batch (ascent steps + 1); 1 is plain training plus the "
                    "random initial perturbation"),
-        Option("rand_init_mag", float, default=0.0, validate=lambda v: v >= 0, validate_msg="must be >= 0",
+        Option("rand_init_mag", float, default=0.0, validate=at_least(0),
                doc="magnitude of the random initial perturbation (l2: of its norm per sample, scaled by "
                    "sqrt(tokens x hidden); linf: of each element); 0 starts from zero"),
-        Option("max_norm", float, default=0.0, validate=lambda v: v >= 0, validate_msg="must be >= 0",
+        Option("max_norm", float, default=0.0, validate=at_least(0),
                doc="largest perturbation (l2: norm per sample; linf: per element); 0: unbounded"),
         Option("norm_method", str, default="l2", choices=("l2", "linf"),
                doc="how the ascent step is normalised and the perturbation bounded"),
-        Option("adv_begin_iter", int, default=0, validate=lambda v: v >= 0, validate_msg="must be >= 0",
+        Option("adv_begin_iter", int, default=0, validate=at_least(0),
                doc="plain training before this update; adversarial from it on"),
     ]
 

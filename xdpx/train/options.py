@@ -9,13 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from xdpx.config.options import Option, Rule, exclusive
+from xdpx.config.ranges import above, any_number, at_least, exactly, in_range
 from xdpx.optim.bmuf import BMUF_OPTIONS
 from xdpx.train.launch import LAUNCH_OPTIONS
 from xdpx.train.legacy_options import LEGACY_FP16_OPTIONS
-
-
-def _positive(value: Any) -> bool:
-    return value > 0
 
 
 def _tensorboard_installed() -> bool:
@@ -25,14 +22,14 @@ def _tensorboard_installed() -> bool:
 
 
 FP16_OPTIONS = [
-    Option("fp16_init_scale", int, default=128, validate=_positive, validate_msg="must be > 0",
+    Option("fp16_init_scale", int, default=128, validate=at_least(1),
            doc="initial loss scale of fp16 dynamic loss scaling"),
-    Option("fp16_scale_tolerance", float, default=0.0,
+    Option("fp16_scale_tolerance", float, default=0.0, validate=in_range(0, 1),
            doc="fraction of updates that may overflow (since the last rescale) before the loss scale is "
                "decreased; 0 decreases it at every overflow"),
-    Option("threshold_loss_scale", float, default=None,
+    Option("threshold_loss_scale", float, default=None, validate=above(0),
            doc="the loss scale never goes below this value when decreased (null: no floor)"),
-    Option("min_loss_scale", float, default=0.1,
+    Option("min_loss_scale", float, default=0.1, validate=at_least(0),
            doc="training stops, naming the parameters that overflowed, when the loss scale falls below this"),
 ]
 
@@ -56,30 +53,31 @@ TRAIN_OPTIONS: list[Any] = [
            doc="with several training shards: open one shard at a time, shuffle inside it, and shuffle "
                "the shard order from the second epoch on (shards must be pre-shuffled). Training may start "
                "while x-prepro still writes later shards named in train_subset: it waits for each one",
-           children={True: [Option("lazy_load_wait", float, default=600.0, validate=_positive,
-                                   validate_msg="must be > 0",
+           children={True: [Option("lazy_load_wait", float, default=600.0, validate=above(0),
                                    doc="seconds to wait for a shard of train_subset that x-prepro has not "
                                        "written yet before stopping with an error (the run stays resumable)")]}),
     # training
-    Option("seed", int | None, default=1, doc="seed of init, data order and per-step randomness; null disables"),
-    Option("max_epoch", int, default=None, validate=_positive, validate_msg="must be > 0",
+    Option("seed", int | None, default=1, validate=at_least(0),
+           doc="seed of init, data order and per-step randomness; null disables"),
+    Option("max_epoch", int, default=None, validate=at_least(1),
            doc="number of epochs; with max_update too, the smaller number of updates wins"),
-    Option("max_update", int, default=None, validate=_positive, validate_msg="must be > 0",
+    Option("max_update", int, default=None, validate=at_least(1),
            doc="number of updates (optimizer steps); sets the length of the lr schedule"),
-    Option("train_steps", int, default=None, validate=_positive, validate_msg="must be > 0",
+    Option("train_steps", int, default=None, validate=at_least(1),
            doc="pause once this many updates are done (counted from the start of the run, not of this "
                "invocation); the lr schedule still follows max_update/max_epoch; continue with resume: true"),
-    Option("batch_size", int, validate=_positive, validate_msg="must be > 0",
+    Option("batch_size", int, validate=at_least(1),
            doc="samples per forward pass; the update uses batch_size x update_freq samples"),
     Option("valid_batch_size", int, default=lambda a: a.batch_size, default_doc="batch_size",
-           validate=_positive, validate_msg="must be > 0", doc="samples per batch at evaluation (addition)"),
-    Option("update_freq", int, default=1, validate=_positive, validate_msg="must be > 0",
+           validate=at_least(1), doc="samples per batch at evaluation (addition)"),
+    Option("update_freq", int, default=1, validate=at_least(1),
            doc="gradient accumulation: forward passes per update"),
     Option("auto_ga", bool, default=False,
            doc="on out-of-memory, halve batch_size and double update_freq (same effective batch), redo "
                "the update from the same data; the new split is kept on resume"),
-    Option("learning_rate", float, validate=_positive, validate_msg="must be > 0", doc="peak learning rate"),
-    Option("clip_norm", float | None, default=5.0, doc="gradient norm clipping; 0 or null disables clipping"),
+    Option("learning_rate", float, validate=above(0), doc="peak learning rate"),
+    Option("clip_norm", float | None, default=5.0, validate=at_least(0),
+           doc="gradient norm clipping; 0 or null disables clipping"),
     Option("cpu", bool, default=False, doc="train on the CPU even when a GPU is available (addition)"),
     *LAUNCH_OPTIONS,
     Option("use_bmuf", bool, default=False,
@@ -97,21 +95,21 @@ TRAIN_OPTIONS: list[Any] = [
                "compiler: without one a warning is logged and the model runs eagerly. Checkpoints and "
                "resume are the same either way"),
     # logging and evaluation
-    Option("log_interval", int, default=10, validate=_positive, validate_msg="must be > 0",
+    Option("log_interval", int, default=10, validate=at_least(1),
            doc="updates between rows of train.log.tsv"),
     Option("log_file", str | None, default="log.txt", doc='log filename under "save_dir" (null: no log file)'),
     Option("eval_interval", int, default=-1,
-           validate=lambda v: v == -1 or v > 0, validate_msg="must be -1 or > 0",
+           validate=exactly(-1) | at_least(1),
            doc="updates between evaluations; -1 means just eval at the end of training"),
     Option("eval_per_epoch", bool, default=False,
            doc="evaluate (and maybe save) at the end of every epoch instead of every eval_interval updates "
                "(addition; set eval_interval to -1)"),
-    Option("max_eval_steps", int, default=None, validate=_positive, validate_msg="must be > 0",
+    Option("max_eval_steps", int, default=None, validate=at_least(1),
            doc="evaluate on at most this many batches of each valid split (the shortest samples: batches are "
                "cut by length), as x-eval's max_eval_steps; null: the whole split"),
-    Option("eval_interval_warmup", int, default=0,
+    Option("eval_interval_warmup", int, default=0, validate=at_least(0),
            doc="before this update, evaluate (and maybe save) eval_interval_warmup_multiplier times less often"),
-    Option("eval_interval_warmup_multiplier", int, default=6, validate=_positive, validate_msg="must be > 0",
+    Option("eval_interval_warmup_multiplier", int, default=6, validate=at_least(1),
            aliases=("eval_interval_warmup_mutiplier",),
            doc="see eval_interval_warmup (the manual's spelling eval_interval_warmup_mutiplier is accepted)"),
     Option("valid_subset", str | list[str] | None, default="dev",
@@ -123,7 +121,7 @@ TRAIN_OPTIONS: list[Any] = [
            doc="draw the x-viz figures of the run into save_dir/plots during training (main process): after "
                "an evaluation when viz_min_interval seconds passed since the last drawing, and at the end; a "
                "plotting failure is logged and never stops training",
-           children={True: [Option("viz_min_interval", float, default=60.0,
+           children={True: [Option("viz_min_interval", float, default=60.0, validate=at_least(0),
                                    doc="seconds between two drawings after evaluations (drawing takes a few "
                                        "seconds); the end of training is drawn when the run trained at least "
                                        "this long (plot shorter runs with x-viz)")]}),
@@ -135,20 +133,20 @@ TRAIN_OPTIONS: list[Any] = [
                "valid.log.tsv (addition; needs the tensorboard package: pip install xdpx[tensorboard])"),
     Option("major_metric", str, doc="metric for early stopping, best checkpoint and display (or 'loss')"),
     Option("ascending_metric", bool, default=True, doc="whether the major metric is the higher the better"),
-    Option("tolerance", int, default=None,
+    Option("tolerance", int, default=None, validate=at_least(1),
            doc="early stopping: stop after this many evaluations without a new best; null: never"),
     # saving
     Option("save", bool, default=True, doc="save a weights checkpoint (checkpoint-<step>.pt) at each evaluation; the full state for resume "
                "(state.pt) is written at each evaluation either way"),
     Option("save_best_only", bool, default=False, doc="keep only the best checkpoint"),
     Option("save_above_score", float, default=None,
-           doc="only save when major_metric is better than this score"),
+           validate=any_number(), doc="only save when major_metric is better than this score"),
     Option("save_full_checkpoint", bool, default=False,
            doc="also keep the full training state of every saved checkpoint (state-<step>.pt); the last "
                "full state (state.pt) is always kept for resume"),
     Option("save_last_only", bool, default=False,
            doc="keep only the last checkpoint; with save_best_only, keep the best and the last"),
-    Option("keep_last_checkpoints", int, default=None, validate=_positive, validate_msg="must be > 0",
+    Option("keep_last_checkpoints", int, default=None, validate=at_least(1),
            doc="keep only the N latest checkpoints, and the best one besides (addition, as save_total_limit "
                "of other trainers); the deleted checkpoints' state-<step>.pt go with them"),
     Option("pretrained_model", str, default=None,

@@ -9,13 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from xdpx.config.options import Option, Rule
+from xdpx.config.ranges import any_number, at_least, in_range
 
 TUNERS = ("tpe", "random")
 PRUNERS = ("hyperband", "successive_halving", "percentile", "none")
-
-
-def _positive(value: Any) -> bool:
-    return value > 0
 
 
 def _keeps_at_most_half(args: Any) -> bool:
@@ -40,32 +37,32 @@ TUNE_OPTIONS: list[Any] = [
            doc="(addition) how trials are stopped early: hyperband (Optuna's HyperbandPruner), "
                "successive_halving (SuccessiveHalvingPruner), percentile (PercentilePruner: the manual's "
                "linear culling, keeping cull_keep_ratio of the trials at every assessment) or none"),
-    Option("assess_interval", int, validate=_positive, validate_msg="must be > 0",
+    Option("assess_interval", int, validate=at_least(1),
            doc="updates between two assessments of a trial (its evaluations happen every assess_interval "
                "updates of the base config's batch size: the trial's eval_interval)"),
     Option("assess_start_step", int, default=lambda a: a.assess_interval, default_doc="assess_interval",
-           validate=_positive, validate_msg="must be > 0",
+           validate=at_least(1),
            doc="the first assessment (update): no trial is stopped before it; hyperband / "
                "successive_halving: the smallest budget (min_resource), the next rungs at "
                "assess_start_step x (1 / cull_keep_ratio)^k"),
-    Option("cull_keep_ratio", float, default=0.5, validate=lambda v: 0 < v < 1, validate_msg="must be in (0, 1)",
+    Option("cull_keep_ratio", float, default=0.5, validate=in_range(0, 1, low_open=True, high_open=True),
            doc="the share of trials kept at each assessment: hyperband / successive_halving use the "
                "reduction factor round(1 / cull_keep_ratio) (so at most 0.5); percentile keeps this share"),
-    Option("parallel_runs", int, default=None, validate=_positive, validate_msg="must be > 0",
+    Option("parallel_runs", int, default=None, validate=at_least(1),
            doc="trials trained at once by this x-tune process, each a separate x-train process; default: one "
                "per visible GPU (CUDA_VISIBLE_DEVICES), 1 without GPUs"),
-    Option("max_trials", int, validate=_positive, validate_msg="must be > 0",
+    Option("max_trials", int, validate=at_least(1),
            doc="trials of the whole study (every worker together); with parallel_runs 16, 32 trials run "
                "about two rounds"),
-    Option("min_ref", int, default=1, validate=lambda v: v >= 0, validate_msg="must be >= 0",
+    Option("min_ref", int, default=1, validate=at_least(0),
            doc="no trial is pruned before this many trials have run to the end (the references the "
                "others are compared with)"),
-    Option("eval_deviation", int, default=None, validate=_positive, validate_msg="must be > 0",
+    Option("eval_deviation", int, default=None, validate=at_least(1),
            doc="samples: an evaluation is compared with the other trials' only when it lies within this "
                "many training samples of an assessment point, and is then reported at that point (matters "
                "when batch_size or update_freq are tuned, and for the epoch's partial batch); null: half an "
                "assess_interval of the base config's samples"),
-    Option("save_above_score", float, default=None,
+    Option("save_above_score", float, default=None, validate=any_number(),
            doc="when a trial ends, its checkpoints are removed unless its best major_metric is better than "
                "this score (logs, args.py and plots stay)"),
     Option("storage", str, default=None,
@@ -74,11 +71,12 @@ TUNE_OPTIONS: list[Any] = [
                "machines work on one study with a shared save_dir"),
     Option("study_name", str, default="x-tune",
            doc="(addition) the study's name in the storage (several studies may share one storage)"),
-    Option("seed", int, default=1, doc="(addition) seed of the sampler: trial n is sampled with seed + n"),
-    Option("heartbeat_interval", int, default=30, validate=_positive, validate_msg="must be > 0",
+    Option("seed", int, default=1, validate=at_least(0),
+           doc="(addition) seed of the sampler: trial n is sampled with seed + n"),
+    Option("heartbeat_interval", int, default=30, validate=at_least(1),
            doc="(addition) seconds between the heartbeats of a running trial; a trial without a heartbeat "
                "for 2 x this long (its x-tune process was killed) is marked failed and retried"),
-    Option("max_retries", int, default=1, validate=lambda v: v >= 0, validate_msg="must be >= 0",
+    Option("max_retries", int, default=1, validate=at_least(0),
            doc="(addition) how many times an interrupted trial (killed x-tune, lost machine) is run again "
                "with the same values; a trial that fails by itself (error, NaN) is not retried"),
     Rule(_keeps_at_most_half,

@@ -11,6 +11,7 @@ from typing import Any
 from torch import nn
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import at_least, in_range
 
 # target_type values (meta.hjson) that mean a real-valued target: the model outputs one score.
 REGRESSION_TARGET_TYPES = ("regression", "float", "score")
@@ -26,21 +27,9 @@ def num_outputs(args: Any) -> int:
     return 1 if is_regression(args) else int(args.num_classes)
 
 
-def positive(value: float) -> bool:
-    return value > 0
-
-
-def positive_ints(values: list[int]) -> bool:
-    return len(values) > 0 and all(v > 0 for v in values)
-
-
-def _unit_interval(value: float) -> bool:
-    return 0.0 <= value < 1.0
-
-
 # Options every embedding-based model declares (each model lists them, so `model: X` activates them).
 EMBEDDING_OPTIONS = [
-    Option("embedding_dim", int, default=300, validate=positive, validate_msg="must be positive",
+    Option("embedding_dim", int, default=300, validate=at_least(1),
            doc="width of the word embeddings (must equal the width of embedding_file when one is given)"),
     Option("embedding_file", str, default=None, path="input",
            doc="pretrained word vectors, row i for token id i: ${data_dir}/embeddings.npy (written by "
@@ -48,7 +37,7 @@ EMBEDDING_OPTIONS = [
                "the order of vocab.txt. null: random initialization"),
     Option("fix_embeddings", bool, default=False,
            doc="keep the embeddings frozen during training (useful with embedding_file and little data)"),
-    Option("dropout", float, default=0.2, validate=_unit_interval, validate_msg="must be in [0, 1)",
+    Option("dropout", float, default=0.2, validate=in_range(0, 1, high_open=True),
            doc="dropout probability applied throughout the network"),
 ]
 
