@@ -14,6 +14,7 @@ from xdpx.chain import HELP_FLAGS, STDIN, resolve_runs, run_chain, split_chain
 from xdpx.command import scripts
 from xdpx.config.errors import ConfigError
 from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
+from xdpx.io.credentials import redact
 
 __all__ = ["EXIT_CONFIG", "EXIT_FAILED", "HELP_FLAGS", "STDIN", "ConfigError", "UserError", "resolve_runs",
            "run_chain", "split_chain", "x_eval", "x_io", "x_pred", "x_prepro", "x_script", "x_serve",
@@ -75,7 +76,7 @@ def x_script(argv: list[str] | None = None) -> int:
     try:
         code = scripts.get(name)(rest)
     except (ConfigError, UserError) as e:
-        print(f"x-script {name}: error: {e}", file=sys.stderr)
+        print(f"x-script {name}: error: {redact(str(e))}", file=sys.stderr)
         return EXIT_CONFIG if isinstance(e, ConfigError) else EXIT_FAILED
     return int(code or 0)
 

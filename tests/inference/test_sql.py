@@ -91,10 +91,11 @@ def test_sql_url_errors(cnn_run: Path, tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_passwords_never_shown() -> None:
-    from xdpx.inference.sources import redact_url, split_sql_url
+    from xdpx.inference.sources import split_sql_url
+    from xdpx.io import redact
 
     url = "postgresql://reader:s3cret@db.example:5432/shop?table=reviews&columns=text,label&sslmode=require"
-    assert "s3cret" not in redact_url(url) and "reader:***@db.example" in redact_url(url)
+    assert "s3cret" not in redact(url) and "reader:***@db.example" in redact(url)
     assert split_sql_url(url) == ("postgresql://reader:s3cret@db.example:5432/shop?sslmode=require", "reviews",
                                   ["text", "label"])
 

@@ -96,7 +96,8 @@ def test_several_valid_sets_per_epoch_evaluation_and_keep_last(reference, review
     from xdpx.export.loading import load_run
     from xdpx.inference.scoring import evaluate
 
-    loaded = load_run(str(reference), str(reference / "checkpoint-45.pt"))
+    # the run names this test's user_dir (callback_components): loading it needs consent
+    loaded = load_run(str(reference), str(reference / "checkpoint-45.pt"), trust_user_dir=True)
     for split, prefix in (("dev", ""), ("test", "test.")):
         data = open_split(str(reviews), split)
         capped = evaluate(loaded.task, loaded.model, loaded.processor, data, 8, contextlib.nullcontext(), max_steps=2)

@@ -13,7 +13,9 @@ import hjson
 
 from xdpx import io
 from xdpx.config.options import Option, Rule, walk_options
+from xdpx.config.ranges import at_least
 from xdpx.data import loaders, parsers, processors, tokenizers
+from xdpx.io.credentials import redact
 
 META_FILE = "meta.hjson"
 FORMAT_VERSION = 1
@@ -26,9 +28,9 @@ PROCESSING_OPTIONS = [
     Option("tokenizer", str, registry=tokenizers, doc="space, char_zh, bert, jieba, auto"),
     Option("loader", str, registry=loaders, doc="which columns are texts and label: single, pair, corpus"),
     Option("parser", str, default="csv", registry=parsers, doc="how a line splits into columns: csv, tsv, jsonl, json, lines"),
-    Option("max_len", int, validate=lambda n: n > 0, validate_msg="must be positive",
+    Option("max_len", int, validate=at_least(1),
            doc="longest sample in tokens (BERT processors count [CLS]/[SEP]); longer ones are truncated"),
-    Option("min_len", int, default=1, validate=lambda n: n >= 0, validate_msg="must be >= 0",
+    Option("min_len", int, default=1, validate=at_least(0),
            doc="samples with a text of fewer tokens are dropped (counted in log.txt)"),
     Option("pad_word", str, default="[PAD]", doc="the padding token"),
     Option("unk_word", str, default="[UNK]", doc="the token of words missing from the vocabulary"),
@@ -42,19 +44,24 @@ PROCESSING_OPTIONS = [
 ]
 
 FACT_OPTIONS = [
-    Option("vocab_size", int, default=None, doc="(data fact, written by x-prepro) number of tokens in vocab.txt"),
-    Option("pad_index", int, default=None, doc="(data fact) id of pad_word"),
-    Option("unk_index", int, default=None, doc="(data fact) id of unk_word"),
-    Option("cls_index", int, default=None, doc="(data fact) id of [CLS] for BERT processors"),
-    Option("sep_index", int, default=None, doc="(data fact) id of [SEP] for BERT processors"),
-    Option("mask_index", int, default=None, doc="(data fact) id of [MASK] for bert_lm"),
-    Option("num_classes", int, default=None, doc="(data fact) classes in target_map.txt; 1 for regression; "
-                                                 "null for unlabelled data"),
+    Option("vocab_size", int, default=None, validate=at_least(1),
+           doc="(data fact, written by x-prepro) number of tokens in vocab.txt"),
+    Option("pad_index", int, default=None, validate=at_least(0), doc="(data fact) id of pad_word"),
+    Option("unk_index", int, default=None, validate=at_least(0), doc="(data fact) id of unk_word"),
+    Option("cls_index", int, default=None, validate=at_least(0),
+           doc="(data fact) id of [CLS] for BERT processors"),
+    Option("sep_index", int, default=None, validate=at_least(0),
+           doc="(data fact) id of [SEP] for BERT processors"),
+    Option("mask_index", int, default=None, validate=at_least(0), doc="(data fact) id of [MASK] for bert_lm"),
+    Option("num_classes", int, default=None, validate=at_least(1),
+           doc="(data fact) classes in target_map.txt; 1 for regression; null for unlabelled data"),
     Option("special_targets", list[str], default=None,
            doc="(data fact) the special_targets x-prepro put first in the target map; class 0 is then the "
                "negative class, left out of macro and micro averages"),
-    Option("data_size", dict[str, int], default=None, doc="(data fact) samples per split"),
-    Option("format_version", int, default=None, doc="(data fact) version of the binary format"),
+    Option("data_size", dict[str, int], default=None, validate=at_least(0),
+           doc="(data fact) samples per split"),
+    Option("format_version", int, default=None, validate=at_least(1),
+           doc="(data fact) version of the binary format"),
     Option("fingerprint", dict[str, str], default=None,
            doc="(data fact) hashes of the processing options ('options') and of each split's input files"),
 ]
@@ -80,4 +87,5 @@ def read_meta(data_dir: str) -> dict[str, Any] | None:
 
 def write_meta(data_dir: str, values: dict[str, Any]) -> None:
     with io.open(io.join(data_dir, META_FILE), "w") as f:  # atomic: readers see the old or the new
-        f.write(hjson.dumps(values, indent=2, ensure_ascii=False) + "\n")
+        masked = {name: redact(value) for name, value in values.items()}  # a credential in an option: masked
+        f.write(hjson.dumps(masked, indent=2, ensure_ascii=False) + "\n")

@@ -28,8 +28,9 @@ from xdpx.data.processing import TARGET_MAP_FILE, VOCAB_FILE
 from xdpx.data.reading import WorkerPool, iter_chunks, new_digest
 from xdpx.data.show import format_samples
 from xdpx.data.splits import resolve_splits
-from xdpx.data.targets import TargetMap
+from xdpx.data.targets import TargetMap, rare_labels_warning
 from xdpx.data.worker import encode_job, init_worker, scan_job
+from xdpx.io.credentials import redact
 
 EMBEDDINGS_FILE = "embeddings.npy"
 TOKENIZER_JSON = "tokenizer.json"
@@ -93,6 +94,7 @@ class Prepro:
         self.summary: dict[str, Counter[str]] = {}
 
     def say(self, line: str) -> None:
+        line = redact(line)  # data_source or data_dir may be a URL with a credential: log.txt shows it masked
         print(line, flush=True)
         self.log.append(line)
 
@@ -216,6 +218,9 @@ class Prepro:
                 raise PreproError(str(e)) from None
             target_map.save(map_path)
             self.say(f"target map: {len(target_map)} labels {target_map.labels[:20]}")
+            rare = rare_labels_warning(label_counts)
+            if rare:
+                self.say(rare)
 
     def without_headers(self, label_counts: Counter[str], first_labels: list[tuple[str, str]]) -> Counter[str]:
         """A label seen once, on the first line of a file, while every other label is seen more often (in

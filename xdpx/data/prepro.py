@@ -10,10 +10,12 @@ from typing import Any
 
 from xdpx.command import Command, commands
 from xdpx.config.options import Args, Option, Rule
+from xdpx.config.ranges import at_least, exactly
 from xdpx.data.errors import MAX_BAD_FRACTION
 from xdpx.data.meta import PROCESSING_OPTIONS
 from xdpx.data.splits import same_folder
 from xdpx.errors import UserError
+from xdpx.io.credentials import redact
 
 
 def _component(registry_name: str, name: str) -> Any:
@@ -36,10 +38,12 @@ def _texts_fit(args: Any) -> bool:
 
 
 VOCAB_BUILD_OPTIONS = [
-    Option("threshold", int, default=-1, doc="words seen more than this many times join the vocabulary"),
+    Option("threshold", int, default=-1, validate=at_least(-1),
+           doc="words seen more than this many times join the vocabulary"),
     Option("ignore_in_emb", bool, default=True,
            doc="words of pretrained_embeddings join the vocabulary whatever their count"),
-    Option("nwords", int, default=-1, doc="at most this many words besides the special ones; -1: no limit"),
+    Option("nwords", int, default=-1, validate=exactly(-1) | at_least(0),
+           doc="at most this many words besides the special ones; -1: no limit"),
 ]
 
 TARGET_MAP_OPTIONS = [
@@ -61,14 +65,15 @@ PREPRO_OPTIONS = [
     Option("pretrained_embeddings", str, default=None, path="input",
            doc="word vectors in text format; writes data_dir/embeddings.npy in vocabulary order"),
     Option("log_file", str, default="log.txt", doc="log file name under data_dir; null: no log"),
-    Option("workers", int, default=1, validate=lambda n: n >= 1, validate_msg="at least 1",
+    Option("workers", int, default=1, validate=at_least(1),
            doc="processes for tokenizing; the output is the same for any number"),
-    Option("seed", int, default=1, doc="seed for the initialization of embeddings missing from pretrained_embeddings"),
+    Option("seed", int, default=1, validate=at_least(0),
+           doc="seed for the initialization of embeddings missing from pretrained_embeddings"),
     *PROCESSING_OPTIONS,
     Option("remove_duplicate", bool, default=False, doc="drop repeated lines within a split"),
     Option("skip_bad_lines", bool, default=False, children={True: [MAX_BAD_FRACTION]},
            doc="skip malformed lines (counted in log.txt) instead of stopping with file:line"),
-    Option("start_line", int, default=0, validate=lambda n: n >= 0, validate_msg="must be >= 0",
+    Option("start_line", int, default=0, validate=at_least(0),
            doc="skip this many lines at the start of every file (e.g. 1 for a header)"),
     Rule(lambda a: not same_folder(a.data_dir, a.data_source),
          "data_dir is data_source: x-prepro would write its outputs (vocab.txt, log.txt...) among the raw files, "
@@ -105,9 +110,9 @@ class PreproCommand(Command):
             if dry:
                 splits, existing = plan(args)
                 for split, files in splits:
-                    print(f"# split {split}: {', '.join(files)}")
+                    print(redact(f"# split {split}: {', '.join(files)}"))  # remote paths: credentials masked
                 if existing:
-                    print(f"# {args.data_dir} already holds {sorted(existing.get('data_size') or {})}: kept")
+                    print(f"# {redact(args.data_dir)} already holds {sorted(existing.get('data_size') or {})}: kept")
                 return
             Prepro(args).run()
         except (PreproError, BadLine) as e:

@@ -26,8 +26,11 @@ class LoadedRun:
     processor: Any
 
 
-def load_run(save_dir: str, checkpoint: str = "<best>") -> LoadedRun:
-    """Rebuild the run's task, model and processor and load the checkpoint's weights (strictly)."""
+def load_run(save_dir: str, checkpoint: str = "<best>", trust_user_dir: bool = False,
+             user_dir: str | None = None) -> LoadedRun:
+    """Rebuild the run's task, model and processor and load the checkpoint's weights (strictly); the
+    user_dir the run names is imported with ``trust_user_dir`` only (or ``user_dir``, the user's own)."""
+    from xdpx.command import COMMON_OPTIONS
     from xdpx.config.errors import ConfigError
     from xdpx.config.options import resolve
     from xdpx.inference.loading import load_model
@@ -35,9 +38,10 @@ def load_run(save_dir: str, checkpoint: str = "<best>") -> LoadedRun:
     from xdpx.models.checkpoints import BEST, LAST
 
     spec = io.join(save_dir, checkpoint) if checkpoint in (BEST, LAST) else checkpoint
-    values = {"save_dir": save_dir, "checkpoint": spec, "cuda": False}
+    values = {"save_dir": save_dir, "checkpoint": spec, "cuda": False, "trust_user_dir": trust_user_dir,
+              "user_dir": user_dir}
     try:
-        args = resolve(values, LOAD_OPTIONS, "export", check_paths=False)
+        args = resolve(values, COMMON_OPTIONS + LOAD_OPTIONS, "export", check_paths=False)
     except ConfigError as e:  # not expected: the export command has checked save_dir already
 
         raise UserError(str(e)) from e

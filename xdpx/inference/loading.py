@@ -13,6 +13,7 @@ reported: an error for a checkpoint of the run itself, a printed list for pretra
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +58,9 @@ def run_options(args: Args) -> Args:
     where = f"{args.source('extra_config')} (extra_config)"
     sources.update(dict.fromkeys(extra, where))
     merged = {**values, **extra}
-    if merged.get("user_dir"):
-        load_user_dir(merged["user_dir"])
+    folder = user_dir_to_import(args, values.get("user_dir"), extra, origin)
+    if folder:
+        load_user_dir(folder)
     root = training_root()
     if args.save_dir is not None:
         # args.py lists the options of the components the run chose; once extra_config chooses another
@@ -66,6 +68,22 @@ def run_options(args: Args) -> Args:
         active = {option.name for option, _ in walk_options(root, "train", merged)}
         merged = {k: v for k, v in merged.items() if k in active or k in extra}
     return resolve(merged, root, "train", sources=sources, check_paths=False, origin=origin)
+
+
+def user_dir_to_import(args: Args, recorded: str | None, extra: dict[str, Any], origin: str) -> str | None:
+    """The user_dir whose components the run needs: the user's own (``user_dir`` of this config or of
+    extra_config), else the one the run recorded, which needs the user's consent in save_dir mode: a run
+    directory shared by someone else must not run code here unasked. A training config (config mode) is
+    the user's own, as for x-train."""
+    own = extra.get("user_dir") or args.get("user_dir")
+    if own or not recorded:
+        return own or None
+    if args.save_dir is None or args.get("trust_user_dir"):
+        return recorded
+    folder = os.path.abspath(os.path.expanduser(recorded))
+    raise UserError(f"{origin} names user_dir {folder!r}: importing it would run the code in that folder on this "
+                    "machine, and code that comes with a run is not imported unasked. If you trust it, set "
+                    "trust_user_dir: true in your config (x-serve: --trust-user-dir), or user_dir: your own copy")
 
 
 @dataclass

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode
 
 from xdpx import io
 from xdpx.errors import UserError
+from xdpx.io.credentials import redact, unmask
 
 CHUNK_ROWS = 4096
 SQL_DIALECTS = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "mssql", "oracle")
@@ -108,27 +109,19 @@ def split_sql_url(url: str) -> tuple[str, str, list[str] | None]:
     ours = {k: v for k, v in query if k in ("table", "columns")}
     rest = [(k, v) for k, v in query if k not in ("table", "columns")]
     if not ours.get("table"):
-        raise UserError(f"{redact_url(url)}: name the table, e.g. sqlite:///data.db?table=reviews "
+        raise UserError(f"{redact(url)}: name the table, e.g. sqlite:///data.db?table=reviews "
                         "(and optionally &columns=text,label)")
     columns = [c.strip() for c in ours["columns"].split(",") if c.strip()] if ours.get("columns") else None
     return base + (f"?{urlencode(rest)}" if rest else ""), ours["table"], columns
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password (for messages and logs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class SqlSource(RawSource):
     """An SQL table through SQLAlchemy; rows in primary-key order when there is a key."""
 
     def __init__(self, url: str) -> None:
-        self.name = redact_url(url)
-        self.url, self.table_name, self.selected = split_sql_url(url)
+        self.name = redact(url)  # what messages and outputs show; the password is for the engine only
+        # unmask: a URL read back masked connects with the password libpq (or the driver) finds itself
+        self.url, self.table_name, self.selected = split_sql_url(unmask(url))
         sqlalchemy = _import("sqlalchemy", "sql")
         try:
             self.engine = sqlalchemy.create_engine(self.url)
@@ -138,7 +131,7 @@ class SqlSource(RawSource):
         except ModuleNotFoundError as e:
             raise UserError(f"{self.name}: the database driver is missing ({e}): pip install -e '.[sql]'") from None
         except sqlalchemy.exc.SQLAlchemyError as e:
-            raise UserError(f"{self.name}: cannot open the table ({type(e).__name__}: {e})") from None
+            raise UserError(f"{self.name}: cannot open the table ({type(e).__name__}: {redact(str(e))})") from None
         names = [c.name for c in self.table.columns]
         unknown = [c for c in self.selected or [] if c not in names]
         if unknown:

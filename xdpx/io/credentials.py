@@ -61,11 +61,25 @@ _explicit: dict[str, dict[str, Any]] = {}
 _SECRET_NAME = re.compile(r"key|secret|token|passw|credential", re.IGNORECASE)
 # In free text only unambiguous names are masked, so that object keys ("Key=a/b.txt") stay readable.
 _SECRET_ASSIGN = re.compile(
-    r"((?:secret|token|passw\w*|access_key\w*|secret_key|api_key|private_key|credential\w*)"
+    r"((?:secret|token|passw\w*|access_key\w*|secret_key|api_key|private_key|account_?key|credential\w*)"
     r"[\"']?\s*[=:]\s*[\"']?)([^\s,;&'\"}]+)",
     re.IGNORECASE,
 )
 _ENV_SECRET = re.compile(r"SECRET|TOKEN|PASSWORD|ACCESS_KEY|PRIVATE_KEY|API_KEY")
+# Names of credential fields (storage options, URL query parameters, keys of option dicts), matched on
+# the snake_case form of the name (X-Amz-Signature -> x_amz_signature): whole words only, so that
+# max_tokens, tokenizer or sort_key stay readable.
+_SECRET_FIELD = re.compile(
+    r"passw|passphrase|secret|credential|connection_?string|authorization|^key$|(?:^|_)(?:pwd|token|sig|signature|sas|"
+    r"(?:api|access|account|private|master|shared|signing|encryption|sas)_?key(?:_?id)?)(?:$|_)"
+)
+# The password of a URL: scheme://user:PASSWORD@host (SQLAlchemy reads it up to the first @).
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@?#'\"]*:)([^\s@'\"]+)(?=@)")
+_URL_MASKED_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@?#'\"]*):" + re.escape(MASK) + "@")
+# A query parameter (?name=value, &name=value) or a connection-string field (;Name=value).
+_PARAMETER = re.compile(r"([?&;])([A-Za-z_][\w.\-]*)=([^&#;\s'\"]*)")
+# Set by a process for the processes it starts (x-tune for its trials): masked value -> real value.
+HANDOFF_ENV = "XDPX_MASKED_CREDENTIALS"
 
 
 def _canonical(protocol: str) -> str:
@@ -180,27 +194,87 @@ def _known_secrets() -> set[str]:
     return values
 
 
-def redact(obj: Any) -> Any:
-    """A copy of ``obj`` safe to print.
+def is_secret_name(name: Any) -> bool:
+    """Whether a field called ``name`` holds a credential (password, secret, token, key, signature...)."""
+    text = str(name)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", text):  # a path or URL used as a key is no field name
+        return False
+    snake = re.sub(r"[^a-z0-9]+", "_", re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text).lower())
+    return bool(_SECRET_FIELD.search(snake.strip("_")))
 
-    Mappings: values under names containing key/secret/token/password/credential become ``'***'``
-    (recursively). Strings: every configured secret value (and secret-looking environment variable) is
-    replaced by ``'***'``, as is the value of ``secret=...``/``token: ...``-style assignments.
+
+def _mask_url_password(match: re.Match[str]) -> str:
+    password = match.group(2)
+    if "/" in password and password.split("/", 1)[0].isdigit():
+        return match.group(0)  # host:PORT/path@...: a port, not a password
+    return match.group(1) + MASK
+
+
+def _mask_parameter(match: re.Match[str]) -> str:
+    if not is_secret_name(match.group(2)) or not match.group(3):
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}={MASK}"
+
+
+def redact(obj: Any, *, assignments: bool = True) -> Any:
+    """A copy of ``obj`` safe to print or write: XDPX's one way of masking credentials (docs/io.md).
+
+    Strings: the password of a URL (``postgresql://user:***@host``), secret query parameters and
+    connection-string fields (``?password=***``, ``&sig=***``, ``X-Amz-Signature=***``, ``;AccountKey=***``),
+    every configured secret value (and secret-looking environment variable) become ``'***'``; with
+    ``assignments`` (free text) also the value of ``secret=...``/``token: ...``-style assignments (off for
+    source code, where ``token: str`` is a type hint). Mappings: values under credential names
+    (key, secret, token, password, ..._key, signature...) become ``'***'``, other keys and values are
+    redacted as strings (recursively); lists and tuples item by item.
     """
     if isinstance(obj, Mapping):
         return {
-            k: (MASK if _SECRET_NAME.search(str(k)) and v not in (None, "", False) else redact(v))
+            redact(k, assignments=assignments): (
+                MASK if is_secret_name(k) and v not in (None, "", False) else redact(v, assignments=assignments))
             for k, v in obj.items()
         }
     if isinstance(obj, (list, tuple)):
-        return type(obj)(redact(v) for v in obj)
+        return type(obj)(redact(v, assignments=assignments) for v in obj)
     if isinstance(obj, str):
         text = obj
         # Longest first, so a secret that contains another is masked whole.
         for secret in sorted(_known_secrets(), key=len, reverse=True):
             text = text.replace(secret, MASK)
-        return _SECRET_ASSIGN.sub(lambda m: m.group(1) + MASK, text)
+        text = _PARAMETER.sub(_mask_parameter, _URL_PASSWORD.sub(_mask_url_password, text))
+        return _SECRET_ASSIGN.sub(lambda m: m.group(1) + MASK, text) if assignments else text
     return obj
+
+
+def hand_down(values: Any) -> None:
+    """Let the processes this one starts use the credentials in ``values`` that they will read masked
+    (x-tune's trials read their configs, written through :func:`redact`); kept in the environment only."""
+    found: dict[str, str] = {}
+
+    def collect(obj: Any) -> None:
+        if isinstance(obj, Mapping):
+            for k, v in obj.items():
+                collect(k)
+                collect(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                collect(v)
+        elif isinstance(obj, str) and redact(obj) != obj:
+            found[redact(obj)] = obj
+
+    collect(values)
+    if found:
+        os.environ[HANDOFF_ENV] = json.dumps({**json.loads(os.environ.get(HANDOFF_ENV) or "{}"), **found})
+
+
+def unmask(value: str) -> str:
+    """The value to connect with, for a ``value`` that may have been read back masked (args.py, a trial
+    config): the real one handed down by the parent process (:func:`hand_down`), else the URL without its
+    masked password, so that the client library takes the password from its own place (libpq's
+    PGPASSWORD or ~/.pgpass, MLFLOW_TRACKING_PASSWORD, the io config). Other values are returned as they are."""
+    handed = json.loads(os.environ.get(HANDOFF_ENV) or "{}")
+    if value in handed:
+        return handed[value]
+    return _URL_MASKED_PASSWORD.sub(r"\1@", value)
 
 
 def filesystem(path: PathLike) -> tuple[AbstractFileSystem, str]:

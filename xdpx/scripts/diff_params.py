@@ -13,6 +13,7 @@ from xdpx import io
 from xdpx.chain import resolve_runs
 from xdpx.command import script
 from xdpx.errors import UserError
+from xdpx.io.credentials import redact
 
 
 def resolved_options(path: str) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def resolved_options(path: str) -> dict[str, Any]:
 
 
 def _show(value: Any) -> str:
-    return value if value == "(absent)" else repr(value)
+    return value if value == "(absent)" else repr(redact(value))  # a credential in an option: masked
 
 
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:

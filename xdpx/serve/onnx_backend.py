@@ -41,7 +41,12 @@ class OnnxModel:
         options = onnxruntime.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
-        self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime's own classes (InvalidProtobuf, Fail...): the file does not load
+            reason = str(e).splitlines()[0] if str(e) else ""
+            raise UserError(f"{path} is not a loadable ONNX model: it is truncated, corrupt or not an ONNX file "
+                            f"({type(e).__name__}: {reason}); export it again") from None
         self.input_names = input_names
 
     def eval(self) -> OnnxModel:  # predict_logits puts its model in eval mode
@@ -55,7 +60,7 @@ class OnnxModel:
 
 
 def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads: int | None = None,
-                        say: Any = print, max_tokens: int | None = None) -> Any:
+                        say: Any = print, max_tokens: int | None = None, trust_user_dir: bool = False) -> Any:
     """A Predictor whose model is the export's onnxruntime session when it matches the run's model and is
     faster on the CPU (else the run's PyTorch model, said so); raises UserError when parity fails."""
     from xdpx.export.parity import ParityError, check_parity, parity_batches, real_samples
@@ -68,7 +73,8 @@ def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads:
         raise UserError(f"{export_dir}: the run of this export ({save_dir!r}, from {EXPORT_RECORD}) is not here; "
                         "x-serve checks the ONNX model against it at start: serve the run directory instead, "
                         "or copy it to that path")
-    predictor = load_predictor(save_dir, checkpoint, batch_size, cpu=True, threads=threads, max_tokens=max_tokens)
+    predictor = load_predictor(save_dir, checkpoint, batch_size, cpu=True, threads=threads, max_tokens=max_tokens,
+                               trust_user_dir=trust_user_dir)
     loaded = predictor.loaded
     onnx_model = OnnxModel(os.path.join(export_dir, ONNX_FILE), record["inputs"], threads)
     samples = real_samples(loaded.run_args)

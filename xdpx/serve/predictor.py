@@ -103,10 +103,11 @@ class Predictor:
 
 
 def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int | None = None,
-                   cpu: bool = False, threads: int | None = None, max_tokens: int | None = None) -> Predictor:
+                   cpu: bool = False, threads: int | None = None, max_tokens: int | None = None,
+                   trust_user_dir: bool = False) -> Predictor:
     """A Predictor for a run directory (its best checkpoint unless ``checkpoint`` says otherwise);
     ``threads``: torch's intra-op threads of this process (default: torch's choice); ``max_tokens``: see
-    Predictor."""
+    Predictor; ``trust_user_dir``: import the user_dir the run's args.py names (x-serve --trust-user-dir)."""
     if threads:
         import torch
 
@@ -116,7 +117,8 @@ def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int
     from xdpx.inference.loading import load_model
     from xdpx.inference.options import LOAD_OPTIONS
 
-    config: dict[str, Any] = {"save_dir": save_dir, "checkpoint": checkpoint, "batch_size": batch_size}
+    config: dict[str, Any] = {"save_dir": save_dir, "checkpoint": checkpoint, "batch_size": batch_size,
+                              "trust_user_dir": trust_user_dir}
     if cpu:
         config["cuda"] = False
     args = resolve({k: v for k, v in config.items() if v is not None}, COMMON_OPTIONS + LOAD_OPTIONS, "serve",
@@ -175,7 +177,8 @@ def serve_in_bf16(predictor: Predictor, say: Any = print) -> None:
 
 
 def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int | None = None, cpu: bool = False,
-                     threads: int | None = None, max_tokens: int | None = None, bf16: bool = False) -> Predictor:
+                     threads: int | None = None, max_tokens: int | None = None, bf16: bool = False,
+                     trust_user_dir: bool = False) -> Predictor:
     """A run directory, or an ONNX export directory (served through onnxruntime once it matches its run)."""
     from xdpx.serve.onnx_backend import is_onnx_export, load_onnx_predictor
     from xdpx.utils.cpu_memory import keep_freed_memory
@@ -192,8 +195,9 @@ def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int |
             raise UserError(f"{path} is an ONNX export: its weights are fixed, --checkpoint does not apply")
         if bf16:
             raise UserError(f"{path} is an ONNX export, served in float32: --bf16 applies to a run directory")
-        return load_onnx_predictor(path, batch_size, threads, say=say, max_tokens=max_tokens)
-    predictor = load_predictor(path, checkpoint, batch_size, cpu, threads, max_tokens)
+        return load_onnx_predictor(path, batch_size, threads, say=say, max_tokens=max_tokens,
+                                   trust_user_dir=trust_user_dir)
+    predictor = load_predictor(path, checkpoint, batch_size, cpu, threads, max_tokens, trust_user_dir)
     if bf16:
         serve_in_bf16(predictor, say)
     return predictor

@@ -19,7 +19,7 @@ from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 from xdpx.submit import slurm
 from xdpx.submit.checks import check_steps
 from xdpx.submit.history import append_history
-from xdpx.submit.request import RESOURCE_FLAGS, ask_missing, parse_request
+from xdpx.submit.request import RESOURCE_FLAGS, ask_missing, parse_request, script_safe
 from xdpx.submit.script import job_steps, render_script
 
 
@@ -29,6 +29,10 @@ def main(argv: list[str], *, interactive: bool | None = None) -> int:
     try:
         request, chain, given = parse_request(argv)
         steps = job_steps(split_chain(chain)[0])
+        # the folders and the Python go into the script too: refused before any check when it cannot carry them
+        workdir = Path(script_safe("the current folder", str(Path.cwd())))
+        log_dir = Path(script_safe("--log-dir", str((workdir / request.log_dir).resolve())))
+        script_safe("the Python", sys.executable)
     except ConfigError as e:
         print(f"x-submit: error: {e}", file=sys.stderr)
         return EXIT_CONFIG
@@ -42,10 +46,8 @@ def main(argv: list[str], *, interactive: bool | None = None) -> int:
               "nothing was submitted", file=sys.stderr)
         return EXIT_CONFIG
 
-    workdir = Path.cwd()
-    log_dir = (workdir / request.log_dir).resolve()
-    # the name is a file name and an #SBATCH value: keep it to letters, digits and ._-
-    job_name = re.sub(r"[^\w.-]+", "_", request.job_name or f"{steps[0][0]}.{Path(steps[0][1]).stem}")
+    # the name is a file name and an #SBATCH value: keep it to letters, digits and ._+- (--job-name is checked)
+    job_name = re.sub(r"[^\w.+-]+", "_", request.job_name or f"{steps[0][0]}.{Path(steps[0][1]).stem}")
     text = render_script(request, steps, python=sys.executable, workdir=str(workdir),
                          log_path=str(log_dir / f"{job_name}.%j.log"), job_name=job_name,
                          command_line=[t for t in command_line if t != "--dry"])

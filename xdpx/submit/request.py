@@ -8,6 +8,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from xdpx.config.errors import ConfigError
 
@@ -16,6 +17,18 @@ USAGE = ("x-submit [--nodes N] [--gpus-per-node G] [--procs-per-node P] [--cpus 
 
 # The flags that size the job: when none is given on a terminal, x-submit asks for them.
 RESOURCE_FLAGS = ("nodes", "gpus_per_node", "procs_per_node", "cpus", "mem", "time", "partition")
+
+# Every value that reaches the job script matches Slurm's syntax for its flag (sbatch(1)) before anything
+# is written or submitted (--dry too): a line break or `;` in a flag would otherwise be a command of the
+# script. ASCII only: str.isdigit() and \d also accept other scripts' digits.
+_TIME = re.compile(r"[0-9]+(?::[0-9]+){0,2}|[0-9]+-[0-9]+(?::[0-9]+){0,2}|infinite|unlimited", re.IGNORECASE)
+_TIME_FORM = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 30, 2:00:00, 1-00:00:00), or UNLIMITED"
+_SLURM_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"  # partitions, as slurm.conf names them
+_PARTITION = re.compile(rf"{_SLURM_NAME}(?:,{_SLURM_NAME})*")
+_JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")  # also the name of the script and log files
+_LOG_DIR = re.compile(r"[\w./ +@:,=~-]+")  # no shell syntax, no % (a pattern of sbatch's --output)
+# a line break, a tab, any control character, or a backslash (sbatch reads it as an escape in #SBATCH lines)
+_UNSAFE_IN_SCRIPT = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
 @dataclass
@@ -52,7 +65,7 @@ class JobRequest:
 
 def _positive(name: str, minimum: int = 1) -> Callable[[str], int]:
     def convert(text: str) -> int:
-        if not text.isdigit() or int(text) < minimum:
+        if not re.fullmatch(r"[0-9]{1,9}", text) or int(text) < minimum:
             raise argparse.ArgumentTypeError(f"{name} must be a whole number >= {minimum}, got {text!r}")
         return int(text)
 
@@ -60,25 +73,67 @@ def _positive(name: str, minimum: int = 1) -> Callable[[str], int]:
 
 
 def _memory(text: str) -> str:
-    if not re.fullmatch(r"\d+[KMGT]?", text, flags=re.IGNORECASE):
+    if not re.fullmatch(r"[0-9]{1,12}[KMGT]?", text, flags=re.IGNORECASE):
         raise argparse.ArgumentTypeError(f"--mem takes e.g. 16 (gigabytes), 16G or 500M, got {text!r}")
     return text.upper()
 
 
+def _time(text: str) -> str:
+    if not _TIME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"--time takes Slurm's time format {_TIME_FORM}, got {text!r}")
+    return text
+
+
+def _partition(text: str) -> str:
+    if not _PARTITION.fullmatch(text):
+        raise argparse.ArgumentTypeError("--partition takes a Slurm partition name (letters, digits, _ . -; several "
+                                         f"comma-separated), got {text!r}")
+    return text
+
+
+def _job_name(text: str) -> str:
+    if not _JOB_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError("--job-name takes letters, digits and _ . + - (at most 200, not starting "
+                                         f"with . + -), got {text!r}")
+    return text
+
+
+def script_safe(what: str, text: str) -> str:
+    """``text`` (a folder, a path of the chain), or a ConfigError when the job script cannot carry it."""
+    if not text or _UNSAFE_IN_SCRIPT.search(text):
+        raise ConfigError(f"x-submit: {what} {text!r} holds a line break, a control character or a backslash, "
+                          "which a job script cannot carry safely: rename it")
+    return text
+
+
+def _log_dir(text: str) -> str:
+    if not _LOG_DIR.fullmatch(text):
+        raise argparse.ArgumentTypeError("--log-dir takes a folder of letters, digits, spaces and _ . / + @ : , = ~ -, "
+                                         f"got {text!r}")
+    return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad flags are one line (a ConfigError: exit 2), not argparse's usage block and exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="x-submit", usage=USAGE, allow_abbrev=False, add_help=True,
-                                     description="Check a chain of x-* commands like --dry, then run it as a "
-                                                 "Slurm job (srun + torchrun). See docs/submit.md.")
+    parser = _Parser(prog="x-submit", usage=USAGE, allow_abbrev=False, add_help=True,
+                     description="Check a chain of x-* commands like --dry, then run it as a Slurm job "
+                                 "(srun + torchrun). See docs/submit.md.")
     parser.add_argument("--nodes", type=_positive("--nodes"), help="machines (default 1)")
     parser.add_argument("--gpus-per-node", type=_positive("--gpus-per-node", 0), help="GPUs per node (default 0)")
     parser.add_argument("--procs-per-node", type=_positive("--procs-per-node"),
                         help="training processes per node (default: one per GPU, 1 without GPUs)")
     parser.add_argument("--cpus", type=_positive("--cpus"), help="CPUs per node (default: one per process)")
     parser.add_argument("--mem", type=_memory, help="memory per node: 16 (GB), 16G, 500M (default: Slurm's)")
-    parser.add_argument("--time", help="time limit, Slurm syntax: 30, 2:00:00, 1-00:00:00 (default: the partition's)")
-    parser.add_argument("--partition", help="Slurm partition (default: the cluster's default)")
-    parser.add_argument("--job-name", help="job name (default: the first command and config, e.g. x-train.config)")
-    parser.add_argument("--log-dir", help="folder of the job scripts and logs (default slurm_jobs)")
+    parser.add_argument("--time", type=_time, help="time limit, Slurm syntax: 30, 2:00:00, 1-00:00:00 (default: the partition's)")
+    parser.add_argument("--partition", type=_partition, help="Slurm partition (default: the cluster's default)")
+    parser.add_argument("--job-name", type=_job_name, help="job name (default: the first command and config, e.g. x-train.config)")
+    parser.add_argument("--log-dir", type=_log_dir, help="folder of the job scripts and logs (default slurm_jobs)")
     parser.add_argument("--dry", action="store_true", help="check the configs and print the job script; submit nothing")
     return parser
 
@@ -89,18 +144,15 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, list[str], set[str]]:
     Returns the request, the chain's tokens in order and the names of the flags given.
     """
     parser = _parser()
-    try:
-        known, chain = parser.parse_known_args(argv)
-    except SystemExit as e:  # argparse printed the message, or the help (exit 0)
-        if not e.code:
-            raise
-        raise ConfigError("x-submit: bad flag value (see the message above)") from None
+    known, chain = parser.parse_known_args(argv)  # -h prints the help and exits 0
     unknown = [t for t in chain if t.startswith("-")]
     if unknown:
         raise ConfigError(f"x-submit: unknown flag {unknown[0]!r}; usage: {USAGE}")
     if not chain:
         raise ConfigError(f"x-submit: give the commands to run, e.g. x-submit --nodes 2 x-train config.hjson; "
                           f"usage: {USAGE}")
+    for token in chain:
+        script_safe("argument", token)
     given = {name for name, value in vars(known).items() if value not in (None, False)}
     request = JobRequest(**{name: value for name, value in vars(known).items() if value is not None})
     return request, chain, given
@@ -118,8 +170,8 @@ def ask_missing(request: JobRequest, ask: Callable[[str], str] = input) -> JobRe
         ("procs_per_node", "processes per node", str(request.processes_per_node), _positive("processes per node")),
         ("cpus", "CPUs per node", str(request.cpus_per_node), _positive("CPUs per node")),
         ("mem", "memory per node (GB, or 500M; empty: Slurm's default)", request.mem or "", _optional(_memory)),
-        ("time", "time limit (e.g. 2:00:00; empty: the partition's)", request.time or "", _optional(str)),
-        ("partition", "partition (empty: the default one)", request.partition or "", _optional(str)),
+        ("time", "time limit (e.g. 2:00:00; empty: the partition's)", request.time or "", _optional(_time)),
+        ("partition", "partition (empty: the default one)", request.partition or "", _optional(_partition)),
     ]
     for name, label, default, convert in more:
         setattr(request, name, _ask_until_valid(ask, label, default, convert))

@@ -9,9 +9,11 @@ a message saying how to resume.
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 
+from xdpx.io.credentials import redact
 from xdpx.submit.request import JobRequest
 
 
@@ -31,24 +33,26 @@ def job_steps(chain: list[tuple[str, list[str]]]) -> list[tuple[str, str]]:
 def render_script(request: JobRequest, steps: list[tuple[str, str]], *, python: str, workdir: str,
                   log_path: str, job_name: str, command_line: list[str]) -> str:
     """The text of the sbatch script; ``log_path`` may hold Slurm's ``%j`` (the job id)."""
-    q = shlex.quote
+    q = shlex.quote  # every value, though request.py has checked it against Slurm's syntax already
+    shown = _one_line(redact(shlex.join(command_line)))  # for the comments and messages: credentials masked
     directives = [
-        f"--job-name={job_name}",
+        f"--job-name={q(job_name)}",
         f"--nodes={request.nodes}",
         "--ntasks-per-node=1",  # one torchrun per node; it starts the processes of that node
         f"--cpus-per-task={request.cpus_per_node}",
         *([f"--gpus-per-node={request.gpus_per_node}"] if request.gpus_per_node else []),
-        *([f"--mem={request.slurm_mem}"] if request.slurm_mem else []),
-        *([f"--time={request.time}"] if request.time else []),
-        *([f"--partition={request.partition}"] if request.partition else []),
-        f"--output={_directive_value(log_path)}",
-        f"--chdir={_directive_value(workdir)}",
+        *([f"--mem={q(request.slurm_mem)}"] if request.slurm_mem else []),
+        *([f"--time={q(request.time)}"] if request.time else []),
+        *([f"--partition={q(request.partition)}"] if request.partition else []),
+        # sbatch reads #SBATCH values with the shell's quotes (no backslash: request.script_safe refuses it)
+        f"--output={q(log_path)}",
+        f"--chdir={q(workdir)}",
         "--export=ALL",  # the job sees the submitting shell's environment (PATH, PYTHONPATH, credentials' env)
     ]
     lines = [
         "#!/bin/bash",
         f"# Written by x-submit on {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} for:",
-        f"#   {shlex.join(command_line)}",
+        f"#   {shown}",
         "# Submit it again unchanged with: sbatch THIS_FILE (docs/submit.md)",
         *(f"#SBATCH {d}" for d in directives),
         "",
@@ -64,13 +68,13 @@ def render_script(request: JobRequest, steps: list[tuple[str, str]], *, python: 
         '    echo "x-submit: step $1 ($2) failed with exit status $3 in job $SLURM_JOB_ID; the steps after it '
         'did not run." >&2',
         '    echo "x-submit: x-train keeps its last saved state in save_dir: to continue from it, set resume: '
-        'true in that config and submit again: ' + _double_quoted(shlex.join(command_line)) + '" >&2',
+        'true in that config and submit again: ' + _double_quoted(shown) + '" >&2',
         '    exit "$3"',
         "}",
         "",
     ]
     for number, (name, path) in enumerate(steps, start=1):
-        label = f"{name} {path}"
+        label = _one_line(redact(f"{name} {path}"))
         lines.append(f"echo {q(f'x-submit: step {number}/{len(steps)}: {label}')}")
         if runs_on_every_node(name):
             lines.append(
@@ -93,9 +97,9 @@ def render_script(request: JobRequest, steps: list[tuple[str, str]], *, python: 
     return "\n".join(lines) + "\n"
 
 
-def _directive_value(path: str) -> str:
-    """A path as an #SBATCH value: sbatch splits these lines at spaces unless the value is double-quoted."""
-    return f'"{path}"' if any(c.isspace() for c in path) else path
+def _one_line(text: str) -> str:
+    """``text`` with control characters written as escapes: a comment line of the script stays one line."""
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _double_quoted(text: str) -> str:

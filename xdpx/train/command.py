@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from xdpx import io
 from xdpx.command import Command, commands
+from xdpx.config.errors import ConfigError
+from xdpx.config.loader import Config
 from xdpx.config.options import Args
+from xdpx.io.credentials import redact
 
 
 @commands.register("x-train")
@@ -28,6 +32,20 @@ class TrainCommand(Command):
 
         return list(TRAIN_OPTIONS) + registry_options() + list(META_OPTIONS)
 
+    def prepare(self, config: Config) -> Config:
+        """A data_dir that holds no meta.hjson, in a config that got no data facts from anywhere (no
+        processor): one problem naming data_dir, instead of the eight missing keys (processor, tokenizer,
+        max_len...) that meta.hjson would have given."""
+        data_dir = config.values.get("data_dir")
+        if not isinstance(data_dir, str) or "processor" in config.values or io.exists(io.join(data_dir, "meta.hjson")):
+            return config
+        where = "" if io.is_remote(data_dir) or io.abspath(data_dir) == data_dir else \
+            f" ({io.abspath(data_dir)}: a relative data_dir is relative to the working directory)"
+        raise ConfigError(f"{config.sources.get('data_dir', config.file)}: key 'data_dir': {data_dir!r}{where} holds "
+                          "no meta.hjson: data_dir must be the output folder of x-prepro (it writes meta.hjson there): "
+                          "run x-prepro with this data_dir first, or fix data_dir; inherit its data facts with "
+                          "__parent__: ${data_dir}/meta")
+
     def run(self, args: Args, dry: bool = False) -> None:
         from xdpx.config.errors import ConfigError
         from xdpx.train.checks import preflight
@@ -42,10 +60,10 @@ class TrainCommand(Command):
         if problems:
             raise ConfigError(problems)
         for note in legacy_notes(args) if is_master() else []:
-            print(f"note: {note}")
+            print(redact(f"note: {note}"))
         if dry:
             for note in notes:
-                print(f"# {note}")
+                print(redact(f"# {note}"))  # notes quote options and paths: credentials masked
             return
         nproc = processes_to_start(args)
         if nproc > 1:  # several GPUs (or distributed_world_size) and no launcher: start the processes

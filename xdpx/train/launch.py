@@ -16,10 +16,12 @@ import uuid
 from typing import Any
 
 from xdpx.config.options import Option
+from xdpx.config.ranges import at_least
 from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
+from xdpx.io.credentials import redact
 
 LAUNCH_OPTIONS: list[Any] = [
-    Option("distributed_world_size", int, default=None, validate=lambda n: n > 0, validate_msg="must be > 0",
+    Option("distributed_world_size", int, default=None, validate=at_least(1),
            doc="processes (devices) to train with on this machine when x-train is started without a launcher: "
                "x-train starts them itself (torch's elastic launcher; one GPU each, or gloo on the CPU). "
                "null: one per visible GPU (limit them with CUDA_VISIBLE_DEVICES), one without GPUs or with "
@@ -108,8 +110,8 @@ def _worker(explicit: dict[str, Any], sources: dict[str, str]) -> None:
         args = resolve(explicit, COMMON_OPTIONS + command.options(), command.group, sources=sources)
         command.run(args)
     except ConfigError as e:
-        print(f"x-train: error: {e}", file=sys.stderr)
+        print(f"x-train: error: {redact(str(e))}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
     except UserError as e:
-        print(f"x-train: error: {e}", file=sys.stderr)
+        print(f"x-train: error: {redact(str(e))}", file=sys.stderr)
         sys.exit(EXIT_FAILED)

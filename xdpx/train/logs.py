@@ -14,6 +14,7 @@ from typing import Any
 
 from xdpx import io
 from xdpx.errors import UserError
+from xdpx.io.credentials import redact
 
 
 def format_value(value: Any) -> str:
@@ -112,7 +113,8 @@ class RunLog:
     def info(self, message: str, console: bool = True) -> None:
         if not self.enabled:
             return
-        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} | {message}"
+        # a message may quote an option or a path: a credential in it never reaches log.txt or the console
+        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} | {redact(message)}"
         self.file.append(line)
         if not console:
             return

@@ -2,7 +2,9 @@
 
 Only source and config text (.py, .hjson, .json, .txt, .md, .toml, .cfg); no caches, no hidden files,
 nothing that looks like a credential (names with key/secret/token/credential/password, .pem, .env, the
-file named by XDPX_IO_CONFIG); files over 1 MB are skipped and the archive stops at 20 MB.
+file named by XDPX_IO_CONFIG); files over 1 MB are skipped and the archive stops at 20 MB. A credential
+inside a kept file (a config of user_dir with a database URL and its password) is stored masked
+(:func:`xdpx.io.redact`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 import zipfile
 
 from xdpx import io
+from xdpx.io.credentials import redact
 
 SOURCE_SUFFIXES = (".py", ".hjson", ".json", ".txt", ".md", ".toml", ".cfg")
 MAX_FILE_BYTES = 1 << 20
@@ -42,9 +45,26 @@ def build_snapshot(folders: list[str]) -> tuple[bytes, int]:
                     size = os.path.getsize(path)
                     if total + size > MAX_TOTAL_BYTES:
                         return buffer.getvalue(), count
-                    archive.write(path, os.path.relpath(path, root))
+                    _add(archive, path, os.path.relpath(path, root))
                     total, count = total + size, count + 1
     return buffer.getvalue(), count
+
+
+def _add(archive: zipfile.ZipFile, path: str, name: str) -> None:
+    """The file as it is, or with its credentials masked (URL passwords, secret parameters, known
+    secrets; assignments such as ``token: str`` are code here, not secrets)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        archive.write(path, name)
+        return
+    masked = redact(text, assignments=False)
+    if masked == text:
+        archive.write(path, name)
+    else:
+        archive.writestr(name, masked.encode("utf-8"), zipfile.ZIP_DEFLATED)
 
 
 def write_snapshot(save_dir: str, user_dir: str | None = None) -> int:

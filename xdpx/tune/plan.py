@@ -16,6 +16,7 @@ from xdpx import io
 from xdpx.config.errors import ConfigError
 from xdpx.config.loader import Config, find_config_file, load_config
 from xdpx.config.options import Args
+from xdpx.io.credentials import redact
 from xdpx.tune.space import Param, load_space
 
 TRIALS_PREFIX = "trial_"
@@ -168,9 +169,11 @@ def absolute_paths(args: Args, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_train_config(args: Args, path: str, extra: dict[str, Any] | None = None) -> None:
-    """The options of ``args`` that differ from their defaults, as an hjson x-train runs as is."""
+    """The options of ``args`` that differ from their defaults, as an hjson x-train runs as is; a credential
+    in a value is written masked (the trials get it from x-tune's environment: run_study)."""
     import hjson
 
     values = absolute_paths(args, {**args.non_defaults(), **(extra or {})})
+    values = {name: redact(value) for name, value in values.items()}
     with io.open(path, "w") as f:
         f.write(hjson.dumps(values, indent=2, ensure_ascii=False) + "\n")

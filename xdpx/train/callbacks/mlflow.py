@@ -17,11 +17,13 @@ from typing import Any
 
 from xdpx import io
 from xdpx.config.options import Option, Rule
+from xdpx.io.credentials import redact, unmask
 from xdpx.train.callbacks import Callback, RunInfo, callbacks
 
 SAVE_DIR_TAG = "xdpx.save_dir"
 STORE_FILE, ARTIFACT_DIR = "mlflow.db", "mlflow-artifacts"
-# never sent as params: the tracking URI may hold a password (use MLFLOW_TRACKING_USERNAME/PASSWORD)
+# never sent as params: the tracking URI may hold a password (use MLFLOW_TRACKING_USERNAME/PASSWORD); every
+# other param, tag and artifact holds credentials masked (xdpx.io.redact; args.py, log.txt are written so)
 UNLOGGED_OPTIONS = ("mlflow_tracking_uri",)
 MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value
 PARAMS_PER_BATCH = 100
@@ -36,7 +38,8 @@ def _mlflow_installed() -> bool:
 def tracking_uri(args: Any) -> str:
     """The store a run logs to: the option, else MLFLOW_TRACKING_URI, else SQLite in the run directory."""
     if args.mlflow_tracking_uri:
-        return args.mlflow_tracking_uri
+        # read back masked (an x-tune trial's config): the password comes from x-tune or the environment
+        return unmask(args.mlflow_tracking_uri)
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
     return "sqlite:///" + os.path.abspath(os.path.join(args.save_dir, STORE_FILE))
@@ -84,6 +87,7 @@ class MlflowCallback(Callback):
         a = self.args
         self.client = client = MlflowClient(tracking_uri(a))
         save_dir = os.path.abspath(run.save_dir) if not io.is_remote(run.save_dir) else run.save_dir
+        shown = redact(save_dir)  # the tag and run name the store keeps
         experiment = client.get_experiment_by_name(a.mlflow_experiment)
         if experiment is None:
             location = None
@@ -93,12 +97,12 @@ class MlflowCallback(Callback):
         else:
             experiment_id = experiment.experiment_id
         if self.run_id is None and a.resume:  # killed before the first save: find the run by its folder
-            found = client.search_runs([experiment_id], filter_string=f"tags.`{SAVE_DIR_TAG}` = '{save_dir}'",
+            found = client.search_runs([experiment_id], filter_string=f"tags.`{SAVE_DIR_TAG}` = '{shown}'",
                                        order_by=["attributes.start_time DESC"], max_results=1)
             self.run_id = found[0].info.run_id if found else None
         if self.run_id is None:
-            created = client.create_run(experiment_id, run_name=a.mlflow_run_name or os.path.basename(save_dir),
-                                        tags={SAVE_DIR_TAG: save_dir})
+            created = client.create_run(experiment_id, run_name=a.mlflow_run_name or os.path.basename(shown),
+                                        tags={SAVE_DIR_TAG: shown})
             self.run_id = created.info.run_id
         else:
             client.update_run(self.run_id, status="RUNNING")
@@ -111,7 +115,7 @@ class MlflowCallback(Callback):
 
         logged = self.client.get_run(self.run_id).data.params  # params are immutable: log the new ones only
         values = {name: value for name, value in run.args.items() if name not in UNLOGGED_OPTIONS}
-        params = [Param(name, str(value)[:MAX_PARAM_LENGTH]) for name, value in sorted(values.items())
+        params = [Param(name, str(redact(value))[:MAX_PARAM_LENGTH]) for name, value in sorted(values.items())
                   if name not in logged]
         for start in range(0, len(params), PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=params[start: start + PARAMS_PER_BATCH])
