@@ -20,9 +20,11 @@ from xdpx.config.loader import load_config
 from xdpx.config.options import resolve
 from xdpx.config.writers import format_dry
 from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
+from xdpx.io.credentials import redact
+from xdpx.io.ownership import recording
 from xdpx.io.retry import StoreUnavailableError
 from xdpx.registry import load_user_dir
-from xdpx.utils.distributed_utils import get_world_size
+from xdpx.utils.distributed_utils import get_world_size, is_master
 
 STDIN = "-"  # a config file argument that means: read the config from standard input
 HELP_FLAGS = ("-h", "--help")
@@ -88,6 +90,14 @@ def resolve_runs(command_name: str, path: str) -> list:
     return runs
 
 
+def check_outputs(command: Any, runs: list) -> None:
+    """Refuse, before the first run starts (also under --dry), every output of every run that would replace
+    an input or what XDPX did not write (xdpx.io.ownership); all problems together."""
+    problems = [problem for args in runs for problem in command.output_problems(args)]
+    if problems:
+        raise ConfigError(problems)
+
+
 def help_requested(argv: list[str]) -> str | None:
     """The command whose usage ``-h`` / ``--help`` asks for: the command before the flag (else the first)."""
     for index, token in enumerate(argv):
@@ -110,6 +120,12 @@ def run_command(command: Any, args: Any, dry: bool) -> None:
     on_main_process(lambda: command.run(args, dry=dry))
 
 
+def print_traceback() -> None:
+    """The traceback of the failure being handled, on stderr, with credentials masked (a message may
+    quote an option's URL)."""
+    sys.stderr.write(redact("".join(traceback.format_exc())))
+
+
 def run_chain(argv: list[str]) -> int:
     name = help_requested(argv)
     if name is not None:
@@ -118,42 +134,46 @@ def run_chain(argv: list[str]) -> int:
     try:
         steps, dry = split_chain(argv)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {redact(str(e))}", file=sys.stderr)
         return EXIT_CONFIG
     for name, files in steps:
         for path in files:
+            command = get_command(name)
             try:
                 runs = resolve_runs(name, path)
+                check_outputs(command, runs)
             except ConfigError as e:
-                print(f"{name}: error: {e}", file=sys.stderr)
+                print(f"{name}: error: {redact(str(e))}", file=sys.stderr)
                 return EXIT_CONFIG
-            command = get_command(name)
             for index, args in enumerate(runs):
                 if dry:
-                    print(f"# {name} {path}: run {index + 1} of {len(runs)}")
+                    print(f"# {name} {redact(path)}: run {index + 1} of {len(runs)}")
                     print(format_dry(args))
                 try:
-                    run_command(command, args, dry)
+                    # what the run writes is recorded as XDPX's (once, by the main process)
+                    with recording(name, command.outputs(args) if not dry and is_master() else []):
+                        run_command(command, args, dry)
                 except ConfigError as e:
-                    print(f"{name}: error: {e}", file=sys.stderr)
+                    print(f"{name}: error: {redact(str(e))}", file=sys.stderr)
                     return EXIT_CONFIG
                 except UserError as e:
-                    print(f"{name}: error: {e}", file=sys.stderr)
+                    print(f"{name}: error: {redact(str(e))}", file=sys.stderr)
                     return EXIT_FAILED
                 except OSError as e:
                     if not isinstance(e, StoreUnavailableError):
-                        traceback.print_exc()
+                        print_traceback()
                         return EXIT_FAILED
-                    print(f"{name}: error: {e}", file=sys.stderr)  # one line: the store is away
+                    print(f"{name}: error: {redact(str(e))}", file=sys.stderr)  # one line: the store is away
                     return EXIT_FAILED
                 except KeyboardInterrupt:
                     print(f"{name}: interrupted", file=sys.stderr)
                     return 130
                 except Exception:  # an unexpected failure: show where it happened
-                    traceback.print_exc()
+                    print_traceback()
                     return EXIT_FAILED
             if dry:
-                print(f"# {name} {path}: {len(runs)} run{'s' if len(runs) != 1 else ''}, all valid (--dry: nothing done)")
+                print(f"# {name} {redact(path)}: {len(runs)} run{'s' if len(runs) != 1 else ''}, all valid "
+                      "(--dry: nothing done)")
     return 0
 
 

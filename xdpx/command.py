@@ -1,6 +1,6 @@
 """Commands that take config files (x-prepro, x-train, ...) and x-script tools, in their registries.
 
-A command declares its root options; the dispatcher (:mod:`xdpx.cli`) loads each config, resolves
+A command declares its root options; the dispatcher (:mod:`xdpx.chain`) loads each config, resolves
 every run against those options before any work, then calls :meth:`Command.run` for each run.
 """
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from xdpx.config.loader import Config
 from xdpx.config.options import Args, Option
+from xdpx.io.ownership import Output, check_outputs
 from xdpx.registry import Registry
 
 # Command modules keep their top-level imports light (no torch): `x-train --dry` stays fast.
@@ -64,7 +65,7 @@ class Command:
     # One command line shown by `--help`; default: `NAME config.hjson --dry`.
     example: str = ""
     # Under torchrun: True when every process takes part (x-train, x-eval, x-pred); otherwise the command
-    # runs on rank 0 while the other processes wait (xdpx.cli.run_command).
+    # runs on rank 0 while the other processes wait (xdpx.chain.run_command).
     every_rank: bool = False
 
     def options(self) -> list[Any]:
@@ -76,6 +77,28 @@ class Command:
 
     def run(self, args: Args, dry: bool = False) -> None:
         raise NotImplementedError
+
+    def outputs(self, args: Args) -> list[Output]:
+        """What a run writes, each checked before any work (xdpx.io.ownership). Default: every option declared
+        with ``path="output"``; a folder the command fills when its name ends in ``_dir`` (every folder
+        option of XDPX is named so), else a file. Commands whose options hold several paths override it."""
+        found = []
+        for name, value in args.items():
+            option = args.option(name)
+            if option is not None and option.path == "output" and isinstance(value, str) and value:
+                found.append(Output(name, value, "folder" if name.endswith("_dir") else "file"))
+        return found
+
+    def inputs(self, args: Args) -> list[tuple[str, str]]:
+        """(option, path) of what a run reads, which no output may be or hold. Default: every option declared
+        with ``path="input"``."""
+        return [(name, value) for name, value in args.items()
+                if isinstance(value, str) and value and getattr(args.option(name), "path", None) == "input"]
+
+    def output_problems(self, args: Args) -> list[str]:
+        """Why the outputs of this run must not be written (one line each, the file and key named); empty
+        when they may."""
+        return check_outputs(self.name, self.outputs(args), self.inputs(args), args.source)
 
 
 def get_command(name: str) -> Command:

@@ -8,26 +8,32 @@ loops, errors and ``--dry`` behave as for x-train. No torch at module level (``-
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from xdpx import io
 from xdpx.command import Command
 from xdpx.config.options import Args, Option
+from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
+from xdpx.export.companions import EXPORT_INFO
+from xdpx.inference.options import TRUST_USER_DIR
+from xdpx.io.ownership import Output
 
-
-def _positive(value: int) -> bool:
-    return value > 0
-
+# export.json's "format" -> the export that writes it
+EXPORT_FORMATS = {"torchscript": "export_torchscript", "onnx": "export_onnx", "huggingface": "export_hf",
+                  "tf_checkpoint": "export_tf", "tf_savedmodel": "export_tf"}
 
 RUN_OPTIONS = [
     Option("save_dir", str, path="input", doc="the x-train run directory to export"),
     Option("checkpoint", str, default="<best>",
            doc="<best> (best on the run's valid_subset), <last>, or the full path of a checkpoint file"),
     Option("out_dir", str, path="output", doc="the folder the exported model and its companions are written to"),
+    TRUST_USER_DIR,
 ]
 
 PARITY_OPTIONS = [
-    Option("parity_samples", int, default=32, validate=_positive, validate_msg="must be positive",
+    Option("parity_samples", int, default=32, validate=at_least(1),
            doc="real samples of the run's data (its valid_subset, else dev/test/train) on which the exported "
                "model is compared with the PyTorch model, in batches of several sizes and lengths"),
     Option("parity_data_dir", str, default=None, path="input",
@@ -45,13 +51,30 @@ class ExportCommand(Command):
     def options(self) -> list[Any]:
         return list(RUN_OPTIONS) + list(self.extra_options) + list(PARITY_OPTIONS)
 
+    def outputs(self, args: Args) -> list[Output]:
+        return [Output(out.key, out.path, out.kind, legacy=self.wrote_before) for out in super().outputs(args)]
+
+    def inputs(self, args: Args) -> list[tuple[str, str]]:
+        given = [("checkpoint", args.checkpoint)] if "<" not in args.checkpoint else []  # <best>: in save_dir
+        return super().inputs(args) + given
+
+    def wrote_before(self, out_dir: str) -> bool:
+        """An out_dir this export wrote before XDPX kept records: its export.json names this export's format."""
+        try:
+            with io.open(io.join(out_dir, EXPORT_INFO)) as f:
+                written = json.load(f).get("format")
+        except (OSError, ValueError, AttributeError):  # no export.json, or not one of ours
+            return False
+        return EXPORT_FORMATS.get(written) == self.name
+
     def run(self, args: Args, dry: bool = False) -> None:
         if dry:
             return
         from xdpx.export.loading import load_run
         from xdpx.export.parity import ParityError, real_samples
 
-        run = load_run(args.save_dir, args.checkpoint)
+        run = load_run(args.save_dir, args.checkpoint, trust_user_dir=args.trust_user_dir,
+                       user_dir=args.get("user_dir"))
         samples = real_samples(run.args, args.parity_samples, args.parity_data_dir)
         try:
             self.export(args, run, samples)

@@ -16,8 +16,11 @@ from xdpx import io
 from xdpx.command import Command, commands
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args, Option
+from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
-from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS
+from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
+from xdpx.io.credentials import redact
+from xdpx.io.ownership import Output
 
 EVAL_OPTIONS: list[Any] = [
     Option("valid_subset", str | list[str],
@@ -29,9 +32,12 @@ EVAL_OPTIONS: list[Any] = [
                "metrics)"),
     Option("save_mode", str, default="a", choices=["a", "w"],
            doc="'a': add rows to save_to_file (its columns must match); 'w': replace it"),
-    Option("max_eval_steps", int, default=None, validate=lambda n: n > 0, validate_msg="must be > 0",
+    Option("max_eval_steps", int, default=None, validate=at_least(1),
            doc="evaluate at most this many batches of each subset (of the length-sorted order); null: all"),
 ]
+
+
+EVAL_HEADER = b"checkpoint\tsubset\tsamples\t"  # the first columns of every save_to_file (evaluate_subsets)
 
 
 def subset_names(value: str | list[str]) -> list[str]:
@@ -69,12 +75,18 @@ def read_subset(loaded: Any, args: Args, subset: Any) -> Any:
         samples.extend(encoded.samples)
         skipped += encoded.stats["bad_lines"]
         for key in (k for k in encoded.stats if k.startswith("example: ")):
-            print(f"skipped {key[len('example: '):]}")
+            print(redact(f"skipped {key[len('example: '):]}"))
     if skipped:
-        print(f"{subset.name}: skipped {skipped} bad line(s)")
+        print(redact(f"{subset.name}: skipped {skipped} bad line(s)"))
     if not samples:
         raise UserError(f"{subset.name}: no samples to evaluate")
     return SampleList(samples, loaded.processor.fields)
+
+
+def is_eval_table(path: str) -> bool:
+    """A save_to_file written before XDPX kept records: its header is the one save_rows writes."""
+    with io.open(path, "rb") as f:
+        return f.read(len(EVAL_HEADER)) == EVAL_HEADER
 
 
 def save_rows(path: str, rows: list[dict[str, Any]], mode: str) -> None:
@@ -88,7 +100,7 @@ def save_rows(path: str, rows: list[dict[str, Any]], mode: str) -> None:
             previous = f.read()
         first = previous.split("\n", 1)[0]
         if previous and first != header:
-            raise UserError(f"save_to_file {path} has the columns {first.split(chr(9))}, these results "
+            raise UserError(f"save_to_file {redact(path)} has the columns {first.split(chr(9))}, these results "
                             f"{columns}: use another file or save_mode: w")
     lines = [] if previous else [header]
     lines += ["\t".join(format_value(row[c]) for c in columns) for row in rows]
@@ -108,13 +120,20 @@ class EvalCommand(Command):
     def options(self) -> list[Any]:
         return LOAD_OPTIONS + RAW_DATA_OPTIONS + EVAL_OPTIONS
 
+    def outputs(self, args: Args) -> list[Output]:
+        return [Output(out.key, out.path, out.kind, legacy=is_eval_table) for out in super().outputs(args)]
+
+    def inputs(self, args: Args) -> list[tuple[str, str]]:
+        return super().inputs(args) + read_paths(args, "valid_subset", subset_names(args.valid_subset))
+
     def run(self, args: Args, dry: bool = False) -> None:
         from xdpx.inference.loading import check_checkpoint, run_options
 
         run_args = run_options(args)
         check_checkpoint(args)
         where = args.source("valid_subset")
-        subsets = [(name, locate(name, run_args.data_dir, "valid_subset", where))
+        # a subset is shown, printed and saved by its masked name (an SQL URL may hold a password)
+        subsets = [(redact(name), locate(name, run_args.data_dir, "valid_subset", where))
                    for name in subset_names(args.valid_subset)]
         if dry:
             print(f"# model {run_args.model} (task {run_args.task}, loss {run_args.loss}); subsets: "
@@ -139,10 +158,10 @@ def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]])
         shown = " | ".join(f"{k} {format_value(v)}" for k, v in metrics.items())
         if context.is_main:
             print(f"x-eval {name} ({len(data)} samples): {shown}", flush=True)
-        rows.append({"checkpoint": loaded.checkpoint or "(initial)", "subset": name, "samples": len(data),
+        rows.append({"checkpoint": redact(loaded.checkpoint or "(initial)"), "subset": name, "samples": len(data),
                      **metrics})
     if args.save_to_file and context.is_main:
         save_rows(args.save_to_file, rows, args.save_mode)
-        print(f"saved to {args.save_to_file}")
+        print(f"saved to {redact(args.save_to_file)}")
     distributed.barrier(context)  # the file is written before any process goes on to the next command
     return rows

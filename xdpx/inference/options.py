@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from xdpx import io
 from xdpx.config.options import Option, Rule
+from xdpx.config.ranges import at_least
 from xdpx.data.errors import MAX_BAD_FRACTION
-
-
-def _positive(value: int) -> bool:
-    return value > 0
+from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
 
 
 def _cuda_available(_args: Any) -> bool:
@@ -20,6 +19,12 @@ def _cuda_available(_args: Any) -> bool:
 
     return bool(torch.cuda.is_available())
 
+
+# A run's args.py may name a user_dir: importing it runs its code here, so it needs the user's word.
+TRUST_USER_DIR = Option(
+    "trust_user_dir", bool, default=False,
+    doc="import the user_dir that the run's args.py names (its code runs on this machine); without it (or your "
+        "own user_dir) a run that names one is refused")
 
 LOAD_OPTIONS: list[Any] = [
     Option("save_dir", str, default=None, path="input",
@@ -35,22 +40,43 @@ LOAD_OPTIONS: list[Any] = [
            doc="weights to load: a full path, or ${save_dir}/<best> / ${save_dir}/<last>. Default: the best "
                "checkpoint in save_dir mode (the last one when the run saved no best), the initial weights "
                "in config mode"),
-    Option("batch_size", int, default=None, validate=_positive, validate_msg="must be > 0",
+    Option("batch_size", int, default=None, validate=at_least(1),
            doc="samples per batch; null: the run's valid_batch_size"),
     Option("cuda", bool, default=_cuda_available, default_doc="torch.cuda.is_available()",
            doc="run on the GPU"),
-    Option("seed", int, default=1, doc="seed of the model's initialisation in config mode (and of torch)"),
+    Option("seed", int, default=1, validate=at_least(0),
+           doc="seed of the model's initialisation in config mode (and of torch)"),
     Option("compile", bool, default=False,
            doc="compile the model with torch.compile (inductor): pays on large inputs, costs a compilation "
                "per new batch shape first; without a C++ compiler a warning is logged and it runs eagerly"),
+    TRUST_USER_DIR,
     Rule(lambda a: (a.save_dir is None) != (a.config is None),
          "set exactly one of save_dir (a run directory) and config (a training config)",
          keys=("save_dir", "config")),
 ]
 
 RAW_DATA_OPTIONS: list[Any] = [
-    Option("workers", int, default=None, validate=_positive, validate_msg="must be > 0",
+    Option("workers", int, default=None, validate=at_least(1),
            doc="processes that parse and tokenize raw text files; null: one (in this process)"),
     Option("skip_bad_lines", bool, default=False, children={True: [MAX_BAD_FRACTION]},
            doc="skip malformed lines of raw inputs (counted and shown) instead of stopping at file:line"),
 ]
+
+
+def read_paths(args: Any, key: str, names: list[str]) -> list[tuple[str, str]]:
+    """(option, path) of what an x-eval / x-pred run reads besides its run: the checkpoint it loads and the
+    files (or SQLite databases) ``names`` holds, so that no output replaces them (xdpx.io.ownership)."""
+    found = []
+    if args.checkpoint:
+        try:
+            found.append(("checkpoint", resolve_checkpoint(args.checkpoint)))
+        except CheckpointError:
+            pass  # check_checkpoint says so, as a config error
+    for name in names:
+        path = name.partition("?")[0][len("sqlite:///"):] if name.startswith("sqlite:///") else name
+        try:
+            if io.isfile(path):
+                found.append((key, name if path == name else path))
+        except ValueError:  # a split name or an SQL URL of a server: nothing on disk to protect
+            continue
+    return found

@@ -19,8 +19,11 @@ from xdpx import io
 from xdpx.command import Command, commands
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args, Option
+from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
-from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS
+from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
+from xdpx.io.credentials import redact
+from xdpx.io.ownership import Output
 
 PRED_OPTIONS: list[Any] = [
     Option("predict_file_map", dict[str, str],
@@ -30,7 +33,7 @@ PRED_OPTIONS: list[Any] = [
     Option("header", bool, default=True, doc="write the column names as the first line of each TSV"),
     Option("concat_origin", bool, default=True,
            doc="put the input's original columns before the prediction columns (TSV output)"),
-    Option("max_predict", int, default=None, validate=lambda n: n > 0, validate_msg="must be > 0",
+    Option("max_predict", int, default=None, validate=at_least(1),
            doc="predict at most this many samples of each input; null: all"),
     Option("distill", bool, default=False,
            doc="write the logits only (one column per class), e.g. as soft targets for distillation"),
@@ -113,6 +116,12 @@ class PredictCommand(Command):
     def options(self) -> list[Any]:
         return LOAD_OPTIONS + RAW_DATA_OPTIONS + PRED_OPTIONS
 
+    def outputs(self, args: Args) -> list[Output]:
+        return [Output("predict_file_map", output) for output in args.predict_file_map.values()]
+
+    def inputs(self, args: Args) -> list[tuple[str, str]]:
+        return super().inputs(args) + read_paths(args, "predict_file_map", list(args.predict_file_map))
+
     def run(self, args: Args, dry: bool = False) -> None:
         from xdpx.inference.evaluate import locate
         from xdpx.inference.loading import check_checkpoint, run_options
@@ -123,11 +132,12 @@ class PredictCommand(Command):
         inputs = []
         for name, output in args.predict_file_map.items():
             if not io.is_writable(output):
-                raise ConfigError(f"{where}: key 'predict_file_map': cannot write the output {output!r}")
+                raise ConfigError(f"{where}: key 'predict_file_map': cannot write the output {redact(output)!r}")
             inputs.append((name, locate(name, run_args.data_dir, "predict_file_map", where), output))
         if dry:
             for name, source, output in inputs:
-                print(f"# {name} ({'split' if isinstance(source, str) else type(source).__name__}) -> {output}")
+                kind = "split" if isinstance(source, str) else type(source).__name__
+                print(redact(f"# {name} ({kind}) -> {output}"))
             return
         predict_inputs(args, run_args, inputs)
 
@@ -167,7 +177,7 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
             for encoded in chunks:
                 skipped += encoded.stats["bad_lines"]
                 for key in (k for k in encoded.stats if k.startswith("example: ")):
-                    print(f"skipped {key[len('example: '):]}")
+                    print(redact(f"skipped {key[len('example: '):]}"))
                 logits = predict_logits(loaded.task, loaded.model, processor, encoded.samples, loaded.batch_size,
                                         loaded.autocast, loaded.to_device, context)
                 if writer is not None:
@@ -181,6 +191,7 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
             continue
         writer.close()
         seconds = time.perf_counter() - started
-        print(f"x-pred {name} -> {output}: {writer.count} predictions in {seconds:.1f}s "
-              f"({writer.count / max(seconds, 1e-9):.0f}/s)" + (f"; skipped {skipped} bad line(s)" if skipped else ""),
-              flush=True)
+        # an input may be an SQL URL with its password: the line shows it masked
+        print(redact(f"x-pred {name} -> {output}: {writer.count} predictions in {seconds:.1f}s "
+                     f"({writer.count / max(seconds, 1e-9):.0f}/s)"
+                     + (f"; skipped {skipped} bad line(s)" if skipped else "")), flush=True)

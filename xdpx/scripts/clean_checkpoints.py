@@ -1,6 +1,7 @@
 """``x-script clean_checkpoints ROOT [--dry]``: free the disk of checkpoints nobody needs.
 
-In every x-train run directory at or below ROOT, keep the best checkpoint (by the run's own major
+In every x-train run directory at or below ROOT (xdpx.io.ownership.is_run_dir: a folder that only looks like
+a run, without the marker or x-train's state and logs, is skipped), keep the best checkpoint (by the run's own major
 metric and its direction: ascending_metric, and lower-is-better for losses), the last one, the ones
 checkpoints.json names (so ``<best>`` and ``<last>`` keep resolving), their ``state-<step>.pt`` and the
 resumable state.pt; delete the other ``checkpoint-<step>.pt`` and ``state-<step>.pt``. Prints what goes
@@ -16,6 +17,7 @@ from typing import Any
 from xdpx import io
 from xdpx.command import script
 from xdpx.errors import UserError
+from xdpx.io.ownership import RUN_MARKER, is_run_dir
 
 _FULL_STATE = re.compile(r"^state-(\d+)\.pt$")
 
@@ -54,6 +56,10 @@ def clean(root: str, dry: bool = False, out: Any = None) -> int:
     out = out or sys.stdout
     freed = 0
     for save_dir in find_runs(root):
+        if not is_run_dir(save_dir):  # logs alone do not make checkpoints x-train's to delete
+            print(f"{save_dir}: skipped, not a run directory of x-train (no {RUN_MARKER} marker, no args.py with "
+                  "its state or train.log.tsv): its files are left alone", file=out)
+            continue
         keep, delete = plan(save_dir)
         size = sum(io.size(p) for p in delete)
         freed += size

@@ -15,13 +15,25 @@ from typing import Any
 from xdpx import io
 from xdpx.chain import resolve_runs
 from xdpx.command import script
+from xdpx.config.errors import ConfigError
+from xdpx.io.ownership import Output, check_outputs, claim
 
 RANGE_PREFIX = "module:"
 
 
-def _parse(argv: list[str]) -> tuple[str, int, str]:
-    from xdpx.config.errors import ConfigError
+MODULES_HEADER = "module\ttype\tcalls\ttotal_ms\tself_ms\n"
 
+
+def is_profile_dir(path: str) -> bool:
+    """A --out folder this tool wrote before XDPX kept records: its modules.tsv has the tool's header."""
+    try:
+        with io.open(io.join(path, "modules.tsv")) as f:
+            return f.read(len(MODULES_HEADER)) == MODULES_HEADER
+    except OSError:
+        return False
+
+
+def _parse(argv: list[str]) -> tuple[str, int, str]:
     usage = "usage: x-script profile CONFIG [--steps N] [--out DIR]"
     config, steps, out = None, 5, None
     i = 0
@@ -101,9 +113,15 @@ def main(argv: list[str]) -> int:
     overrides = {"save_dir": io.join(out, "run"), "overwrite": True, "auto_suffix": False, "resume": False,
                  "max_update": steps, "train_steps": None, "valid_subset": None, "save": False, "viz": False,
                  "tensorboard": False, "inspect_gradient": False, "log_interval": steps, "tolerance": None}
+    output = Output("--out", out, "folder", legacy=is_profile_dir)
+    problems = check_outputs("profile", [output], [("CONFIG", config), ("data_dir", args.data_dir)],
+                             lambda _key: "x-script profile")
+    if problems:
+        raise ConfigError(problems)
     for key, value in overrides.items():
         setattr(args, key, value)
     io.makedirs(out)
+    claim("profile", out)  # checked above: a new or empty folder, or one this tool wrote
     trainer = Trainer(args)
     model = trainer.module
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -115,7 +133,7 @@ def main(argv: list[str]) -> int:
     profiler.export_chrome_trace(trace)
     rows = module_table(profiler.key_averages(), model)
     with io.open(io.join(out, "modules.tsv"), "w") as f:
-        f.write("module\ttype\tcalls\ttotal_ms\tself_ms\n")
+        f.write(MODULES_HEADER)
         f.writelines(f"{n}\t{t}\t{c}\t{tot:.3f}\t{s:.3f}\n" for n, t, c, tot, s in rows)
     print(f"\n{steps} updates of {args.model} profiled: forward time per module (self = without submodules)")
     print(f"{'module':40s} {'type':18s} {'calls':>6s} {'total ms':>10s} {'self ms':>10s}")

@@ -12,42 +12,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
+import shlex
 import time
 from typing import Any
 
 from xdpx import io
+from xdpx.config.loader import STDIN_NAME
 from xdpx.errors import UserError
+from xdpx.io.ownership import RUN_MARKER, is_run_dir, is_run_file
 from xdpx.train.checks import STATE_FILE
 
-RUN_MARKER = ".xdpx-run"
-# Files and folders x-train (and x-viz / the TensorBoard mirror, which write into the run) create.
-RUN_FILES = frozenset({
-    RUN_MARKER, "args.py", "starter_config.hjson", "log.txt", "train.log.tsv", "valid.log.tsv", "state.pt",
-    "checkpoints.json", "snapshot.zip", "vocab.txt", "target_map.txt", "tokenizer.json", "plots", "tensorboard",
-})
-_RUN_PATTERNS = re.compile(r"^(checkpoint-\d+\.pt|state-\d+\.pt|\..+\.tmp)$")
-# Files that, beside args.py, say that x-train wrote the folder (runs made before the marker existed);
-# x-prepro's output also holds args.py and log.txt, and always meta.hjson.
-_LEGACY_EVIDENCE = ("state.pt", "train.log.tsv", "checkpoints.json")
-_DATA_DIR_FILE = "meta.hjson"
+# What a run directory is, and which of its files are x-train's (RUN_MARKER, is_run_dir, is_run_file), is
+# decided once for every command in xdpx.io.ownership: x-pred, x-prepro ... must not replace them either.
+
 # Files of the data directory a run keeps a copy of (x-eval and x-pred read them from the run).
 COPIED_DATA_FILES = ("vocab.txt", "target_map.txt", "tokenizer.json")
-
-
-def is_run_file(name: str, log_file: str | None = None) -> bool:
-    """Whether x-train writes an entry of this name into a run directory."""
-    return name in RUN_FILES or name == log_file or bool(_RUN_PATTERNS.match(name))
-
-
-def is_run_dir(path: str) -> bool:
-    """Whether ``path`` is a run directory made by x-train (marker, or args.py with its logs or state)."""
-    if not io.isdir(path):
-        return False
-    names = set(io.listdir(path))
-    if _DATA_DIR_FILE in names:
-        return False
-    return RUN_MARKER in names or ("args.py" in names and any(n in names for n in _LEGACY_EVIDENCE))
 
 
 def mark_run_dir(save_dir: str) -> None:
@@ -196,17 +175,20 @@ def check_resumable(state: dict[str, Any], module: Any, optimizer: Any, state_pa
 
 def outage_message(error: Exception, args: Any, save_dir: str | None) -> str:
     """What to tell a user whose run stopped because the object store stayed away: the cause, that nothing
-    is corrupt, and how to continue."""
-    config = args.source("save_dir")
+    is corrupt, and how to continue. The command names the config file the user ran (``args.origin()``),
+    not the parent file that happened to set save_dir: running a parent would run another config."""
+    config = args.origin()
     save_dir = save_dir or args.save_dir
     changes = ["resume: true"]
     if save_dir != args.save_dir:  # auto_suffix chose the folder
         changes.append(f"save_dir: {save_dir}")
     if args.overwrite or args.auto_suffix:
         changes.append("overwrite: false, auto_suffix: false")
+    how = (f"add {', '.join(changes)} to the config you gave on standard input and give it again: x-train - < "
+           "that config" if config == STDIN_NAME else
+           f"set {', '.join(changes)} in {config}, then run: x-train {shlex.quote(config)}")
     return (f"{error}\nThe run stopped cleanly: every file in {save_dir} is complete or absent (writes are "
-            f"atomic). When the store answers again, continue it from its last saved state: set "
-            f"{', '.join(changes)} in {config}, then run: x-train {config}")
+            f"atomic). When the store answers again, continue it from its last saved state: {how}")
 
 
 def shared_run_dir(args: Any, context: Any) -> tuple[str, list[str]]:
@@ -233,6 +215,9 @@ def write_run_files(args: Any, save_dir: str, say: Any) -> None:
     say("code version: " + ("; ".join(v.describe() for v in versions) or "not in a git work tree")
         + " (the source itself is in snapshot.zip)")
     writers.write_run_files(args, save_dir, header=args_header(versions))
+    masked = writers.masked_options(args)
+    if masked:
+        say(writers.masked_notice(masked, "args.py, starter_config.hjson and the logs"))
     for name in COPIED_DATA_FILES:
         source = io.join(args.data_dir, name)
         if io.exists(source):

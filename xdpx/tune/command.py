@@ -9,9 +9,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from xdpx import io
 from xdpx.command import Command, commands
+from xdpx.config.errors import ConfigError
+from xdpx.config.loader import find_config_file
 from xdpx.config.options import Args
+from xdpx.config.writers import masked_notice, masked_options
 from xdpx.errors import UserError
+from xdpx.io.credentials import hand_down, redact
+from xdpx.io.ownership import Output, is_run_dir
+from xdpx.tune.plan import CONFIGS_DIR, TRIALS_PREFIX, config_dir_of
+from xdpx.tune.study import STUDY_DB
 
 SPACE_KEY = "xdpx_space"  # study user attribute: the space the study was created with
 DRY_SAMPLES = 3
@@ -30,6 +38,19 @@ class TuneCommand(Command):
 
         return list(TUNE_OPTIONS)
 
+    def outputs(self, args: Args) -> list[Output]:
+        # the study folder: results.tsv, overview.png, best_config.hjson, configs/, trial_<n>/, study.db
+        return [Output("save_dir", args.save_dir, "folder", legacy=is_study_dir)]
+
+    def inputs(self, args: Args) -> list[tuple[str, str]]:
+        found = [("config file", args.source("save_dir"))] if io.isfile(args.source("save_dir")) else []
+        for key in ("space_config", "base_config"):
+            try:
+                found.append((key, find_config_file(args.get(key), config_dir_of(args, key))))
+            except ConfigError:
+                continue  # the plan names the missing file, as a config error
+        return found
+
     def run(self, args: Args, dry: bool = False) -> None:
         from xdpx.tune.plan import build_plan
 
@@ -38,6 +59,18 @@ class TuneCommand(Command):
             print(describe_plan(plan))
             return
         run_study(plan)
+
+
+def is_study_dir(path: str) -> bool:
+    """A study folder x-tune wrote before XDPX kept records: its SQLite storage (or that storage's lock), its
+    trial configs, or a trial's run directory."""
+    names = io.listdir(path)
+    if STUDY_DB in names or f"{STUDY_DB}.lock" in names:
+        return True
+    configs = io.join(path, CONFIGS_DIR)
+    if CONFIGS_DIR in names and io.isdir(configs) and any(n.startswith(TRIALS_PREFIX) for n in io.listdir(configs)):
+        return True
+    return any(n.startswith(TRIALS_PREFIX) and is_run_dir(io.join(path, n)) for n in names)
 
 
 def space_signature(plan: Any) -> str:
@@ -93,10 +126,10 @@ def describe_plan(plan: Any) -> str:
         lines.append(f"#   assessments at updates {rungs[:8]}{' ...' if len(rungs) > 8 else ''}: a trial below the "
                      f"best {a.cull_keep_ratio:.0%} at that step stops")
     lines.append(f"#   no trial is pruned before {a.min_ref} trial(s) ran to the end (min_ref)")
-    from xdpx.tune.study import redact_url, storage_url
+    from xdpx.tune.study import storage_url
 
-    lines.append(f"# storage: {redact_url(storage_url(a.storage, a.save_dir))}, study {a.study_name!r}")
-    return "\n".join(lines)
+    lines.append(f"# storage: {storage_url(a.storage, a.save_dir)}, study {a.study_name!r}")
+    return redact("\n".join(lines))
 
 
 def quiet_optuna() -> None:
@@ -163,7 +196,7 @@ def run_study(plan: Any) -> None:
     from xdpx import io
     from xdpx.tune.results import remove_checkpoints_below, write_outputs
     from xdpx.tune.runner import StudyRunner
-    from xdpx.tune.study import redact_url, storage_url
+    from xdpx.tune.study import storage_url
 
     a = plan.args
     url = storage_url(a.storage, a.save_dir)
@@ -171,7 +204,13 @@ def run_study(plan: Any) -> None:
     if not io.is_remote(a.save_dir):
         io.makedirs(a.save_dir)
     storage = open_study(plan, url)
-    say = lambda message: print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} | x-tune: {message}", flush=True)  # noqa: E731
+    say = lambda message: print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} | x-tune: {redact(message)}", flush=True)  # noqa: E731
+    # the trial configs and best_config.hjson hold the base config's credentials masked: the trials, which
+    # x-tune starts, get them in their environment (xdpx.io.credentials.hand_down)
+    masked = masked_options(plan.base_args)
+    if masked:
+        hand_down(plan.base_args.non_defaults())
+        say(masked_notice(masked, "the trial configs and best_config.hjson"))
     runner: StudyRunner | None = None
 
     def on_trial_end(number: int) -> None:
@@ -186,7 +225,7 @@ def run_study(plan: Any) -> None:
             say(f"writing results/overview failed ({type(error).__name__}: {error})")
 
     runner = StudyRunner(plan, storage, a.study_name, url, say=say, on_trial_end=on_trial_end)
-    say(f"study {a.study_name!r} in {redact_url(url)}: {a.max_trials} trials, {runner.parallel_runs} at once"
+    say(f"study {a.study_name!r} in {url}: {a.max_trials} trials, {runner.parallel_runs} at once"
         + (f" on GPUs {', '.join(runner.gpus)}" if runner.gpus else ""))
     runner.run()
     best = write_outputs(plan, runner.study())

@@ -20,6 +20,7 @@ from xdpx import io
 from xdpx.command import Command, commands
 from xdpx.config.options import Args, Option
 from xdpx.errors import UserError
+from xdpx.io.ownership import Output
 
 PLOTS_DIR = "plots"
 FIGURE_FORMATS = ("png", "pdf", "svg", "jpg")
@@ -85,6 +86,14 @@ class VizCommand(Command):
 
     def options(self) -> list[Any]:
         return list(VIZ_OPTIONS)
+
+    def outputs(self, args: Args) -> list[Output]:
+        # each run's plots folder; x-train draws the same figures there after its evaluations
+        return [Output("save_dir", io.join(run, PLOTS_DIR), "folder", also=("x-train",))
+                for run in matching_runs(args.save_dir)]
+
+    def inputs(self, args: Args) -> list[tuple[str, str]]:
+        return [("ref_dir", path) for _, path in reference_dirs(args.ref_dir)]
 
     def run(self, args: Args, dry: bool = False) -> None:
         runs = matching_runs(args.save_dir)
