@@ -1,12 +1,16 @@
 """Object-store outages during x-train: the moto server is stopped in the middle of a state write and
 restarted later. A short outage is ridden out (retries with backoff); a long one stops the run with one
 message and the resume command, leaves nothing corrupt, and the resumed run is bitwise the uninterrupted
-one. A process killed during an upload leaves a temp file that the next process sweeps."""
+one. A store that resets connections (a proxy in front of the server) ends the same way, without asyncio's
+tracebacks of aiohttp's orphaned tasks, and the command the message prints resumes the run as written. A
+process killed during an upload leaves a temp file that the next process sweeps."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -16,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from train_runs import assert_same_weights, state_weights, train_config
+from train_runs import TINY, assert_same_weights, state_weights, train_config
 
 from xdpx import io
 from xdpx.io import testing
@@ -144,6 +148,89 @@ def test_a_long_outage_stops_cleanly_and_the_resumed_run_is_bitwise_the_same(sto
     assert code == 0, out
     assert_same_weights(state_weights(download(save_dir, tmp_path / "resumed")),
                         state_weights(download(reference, tmp_path / "reference")))
+
+
+RUNNER = Path(__file__).with_name("outage_runner.py")
+
+ORPHANS = """
+import asyncio, gc, sys
+from aiohttp.client_exceptions import ClientConnectionResetError
+from fsspec.asyn import get_loop, sync
+from xdpx import io
+
+io.exists(sys.argv[1])  # any remote call of xdpx.io sets up fsspec's event loop
+
+
+def orphan(error):  # a task that fails with nobody awaiting it, as aiohttp's body writer does on a reset
+    async def fail():
+        raise error
+
+    async def start():
+        asyncio.ensure_future(fail())
+        await asyncio.sleep(0.05)
+
+    sync(get_loop(), start)
+    gc.collect()
+
+
+orphan(ClientConnectionResetError("Cannot write to closing transport"))
+print("--- a lost connection above, a bug below ---", file=sys.stderr, flush=True)
+orphan(ValueError("a bug in a task"))
+"""
+
+
+def test_tasks_that_lost_their_connection_are_not_reported_others_are(s3_endpoint, s3_root, tmp_path):
+    """The noise of an outage on fsspec's event loop (asyncio's 'Task exception was never retrieved' with a
+    traceback) is dropped only for lost connections: any other unawaited failure is still reported."""
+    config = tmp_path / "io.json"
+    config.write_text(json.dumps({"s3": {"endpoint_url": s3_endpoint}}))
+    env = {**os.environ, "XDPX_IO_CONFIG": str(config),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", ORPHANS, f"{s3_root}/x"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    lost, bug = done.stderr.split("--- a lost connection above, a bug below ---")
+    assert lost.strip() == "", done.stderr
+    assert "Task exception was never retrieved" in bug and "ValueError: a bug in a task" in bug, done.stderr
+
+
+def test_an_outage_that_resets_connections_ends_with_one_message_whose_command_resumes(store, reviews, tmp_path,
+                                                                                       cli):
+    """A store that resets connections (aiohttp then leaves tasks whose exception nobody awaits: asyncio's
+    'Task exception was never retrieved' tracebacks) and a save_dir set by a parent config: x-train's real
+    stderr holds the one message, whose command, followed word for word, resumes the run."""
+    save_dir = f"s3://{BUCKET}/reset"
+    base = tmp_path / "base.hjson"  # shared settings and the run's folder, but no data_dir: not runnable alone
+    base.write_text(json.dumps({"save_dir": save_dir, **TINY, **RUN, "max_update": 6}))
+    config = tmp_path / "train.hjson"
+    config.write_text(json.dumps({"__parent__": ["${data_dir}/meta", "./base"], "data_dir": str(reviews)}))
+    io_config = tmp_path / "io.json"
+    io_config.write_text(json.dumps({"s3": {"endpoint_url": store.endpoint, "retry_seconds": 2,
+                                            "config_kwargs": {"retries": {"max_attempts": 1}}}}))
+    env = {**os.environ, **testing.fake_aws_env(), "XDPX_IO_CONFIG": str(io_config),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    stopped = subprocess.run([sys.executable, str(RUNNER), str(store.port), "2", str(config)], env=env,
+                             capture_output=True, text=True, timeout=300)
+    err = stopped.stderr
+    assert stopped.returncode == 1, err
+    assert "Traceback" not in err and "never retrieved" not in err, err
+    assert len([line for line in err.splitlines() if "error:" in line]) == 1, err
+    assert "did not answer for" in err and "The run stopped cleanly" in err, err
+    # the hint, followed as written: the keys set in the file it names, then its command
+    hint = re.search(r"saved state: set (.+) in (\S+), then run: (x-train .+)$", err.strip().splitlines()[-1])
+    assert hint and hint.group(2) == str(config), err
+    values = json.loads(config.read_text())
+    for change in hint.group(1).split(", "):
+        key, value = change.split(": ", 1)
+        values[key] = json.loads(value) if value in ("true", "false") else value
+    config.write_text(json.dumps(values))
+    command = shlex.split(hint.group(3))
+    assert command[0] == "x-train"
+    io.set_storage_options("s3", retry_seconds=60)
+    code, out = cli(*command)  # what the x-train console script runs, in this process (the store is back)
+    assert code == 0, out
+    assert "resumed from state.pt: epoch 1, update 3" in out, out
+    assert load_torch(f"{save_dir}/state.pt")["counters"]["num_updates"] == 6
 
 
 UPLOAD = """

@@ -68,6 +68,14 @@ class _Layer:
 # reading files
 
 
+class ConfigFileNotFound(ConfigError):
+    """A config path that names no file; ``tried`` holds the paths looked at, in order."""
+
+    def __init__(self, message: str, tried: list[str]) -> None:
+        super().__init__(message)
+        self.tried = tried
+
+
 def find_config_file(path: str, base_dir: str | None = None) -> str:
     """The file a config path names: extension optional, relative to ``base_dir`` then to the cwd."""
     from xdpx import io
@@ -81,8 +89,8 @@ def find_config_file(path: str, base_dir: str | None = None) -> str:
         for ext in EXTENSIONS:
             if (not ext or not candidate.endswith(ext)) and io.isfile(candidate + ext):
                 return candidate + ext
-    tried = ", ".join(c + e for c in dict.fromkeys(candidates) for e in EXTENSIONS)
-    raise ConfigError(f"config file {path!r} not found (tried {tried})")
+    tried = [c + e for c in dict.fromkeys(candidates) for e in EXTENSIONS]
+    raise ConfigFileNotFound(f"config file {path!r} not found (tried {', '.join(tried)})", tried)
 
 
 def read_config_file(path: str) -> Any:
@@ -239,9 +247,12 @@ def _expand_parent_item(item: Any, file: str, chain: tuple[str, ...], scope: _La
     if isinstance(item, dict):
         return _expand(item, file, chain, scope)
     if isinstance(item, str):
-        spec, prefix = (part.strip() for part in item.split(">>", 1)) if ">>" in item else (item, "")
-        spec = _interpolate_parent_path(spec, file, scope)
-        parent_file = find_config_file(spec, _dirname(file))
+        written, prefix = (part.strip() for part in item.split(">>", 1)) if ">>" in item else (item, "")
+        spec = _interpolate_parent_path(written, file, scope)
+        try:
+            parent_file = find_config_file(spec, _dirname(file))
+        except ConfigFileNotFound as e:
+            raise ConfigError(_missing_parent(written, spec, file, scope, e)) from None
         if parent_file in chain:
             raise ConfigError(f"{file}: key '__parent__': inheritance cycle: {' -> '.join(chain + (parent_file,))}")
         layers = _expand(read_config_file(parent_file), parent_file, chain + (parent_file,), scope)
@@ -254,6 +265,30 @@ def _expand_parent_item(item: Any, file: str, chain: tuple[str, ...], scope: _La
             prefixed.append(renamed)
         return prefixed
     raise ConfigError(f"{file}: key '__parent__': expected a path, a dict or a list, got {item!r}")
+
+
+def _missing_parent(written: str, spec: str, file: str, scope: _Layer, error: ConfigFileNotFound) -> str:
+    """One line for a ``__parent__`` that names no file: the file and key, the path as written and as
+    resolved (with the values of the variables it uses and where they were set), where a relative path is
+    looked for, and the fix. ``${data_dir}/meta`` gets x-prepro's part: only x-prepro writes meta.hjson."""
+    names = [name.strip() for name in _REFERENCE.findall(written)]
+
+    def value_of(name: str) -> str:
+        if name in scope.defs:
+            return f"{name} = {scope.defs[name]!r} (__def__ in {scope.def_sources.get(name, file)})"
+        if name in scope.values:
+            return f"{name} = {scope.values[name]!r} (set in {scope.sources.get(name, file)})"
+        return name
+    resolved = f" resolves to {spec!r} ({'; '.join(value_of(n) for n in names)})" if names else ""
+    where = ("" if _is_absolute(os.path.expanduser(spec)) else
+             f"; a relative path is looked for in the folder of {file} ({_dirname(file)}), then in the working "
+             f"directory ({os.getcwd()})")
+    line = (f"{file}: key '__parent__': {written!r}{resolved}: config file {spec!r} not found (tried "
+            f"{', '.join(error.tried)}{where}).")
+    if "data_dir" in names:
+        return (f"{line} data_dir must be the output folder of x-prepro (it writes meta.hjson there): run x-prepro "
+                f"with this data_dir first, or fix data_dir in {scope.sources.get('data_dir', file)}")
+    return f"{line} Fix the path (the extension .hjson / .json may be left out)"
 
 
 def _interpolate_parent_path(spec: str, file: str, scope: _Layer) -> str:

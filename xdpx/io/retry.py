@@ -101,6 +101,33 @@ def call_with_retries(url: str, call: Callable[[], Any], what: str = "") -> Any:
         return result
 
 
+_UNRETRIEVED = ("Task exception was never retrieved", "Future exception was never retrieved")
+
+
+def _drop_lost_connections(loop: Any, context: dict[str, Any]) -> None:
+    """The exception handler of fsspec's event loop: asyncio reports a task whose exception nobody awaited
+    with a traceback on stderr. aiohttp leaves such tasks behind when a store resets its connections (the
+    body writer of a request whose connection died: ``ClientConnectionResetError: Cannot write to closing
+    transport``); the request itself fails with the same cause and is retried or reported in one line by
+    :func:`call_with_retries`, so that report is noise. Anything else goes to asyncio's default handler."""
+    error = context.get("exception")
+    if context.get("message") in _UNRETRIEVED and error is not None and is_transient(error):
+        return
+    loop.default_exception_handler(context)
+
+
+def _quiet_backend_loop() -> None:
+    """Install :func:`_drop_lost_connections` on the event loop the async backends (s3fs, gcsfs, http) run
+    on; checked at every remote call, since fsspec starts a new loop in a forked process."""
+    try:
+        from fsspec.asyn import get_loop  # lazy: only remote paths need fsspec's loop
+    except ImportError:  # no backend installed: the call itself will say so
+        return
+    loop = get_loop()
+    if loop.get_exception_handler() is not _drop_lost_connections:
+        loop.set_exception_handler(_drop_lost_connections)
+
+
 def retrying(path_arg: int = 0) -> Callable[[F], F]:
     """Decorate an xdpx.io function whose argument ``path_arg`` is a path: remote calls get retries."""
 
@@ -110,6 +137,7 @@ def retrying(path_arg: int = 0) -> Callable[[F], F]:
             url = to_str(args[path_arg]) if len(args) > path_arg else None
             if url is None or not is_remote(url) or protocol_of(url) == "memory":
                 return function(*args, **kwargs)
+            _quiet_backend_loop()
             return call_with_retries(url, lambda: function(*args, **kwargs), function.__name__)
 
         return wrapper  # type: ignore[return-value]

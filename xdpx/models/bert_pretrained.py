@@ -59,10 +59,16 @@ def read_weights(path: str, from_tf: bool = False) -> dict[str, Any]:
         return {k: torch.from_numpy(v.copy()) for k, v in read_tf_bert_checkpoint(path).items()}
     file = weights_file(path)
     if file.endswith(".safetensors"):
+        from safetensors import SafetensorError
         from safetensors.torch import load as load_safetensors
 
         with io.open(file, "rb") as f:
-            return dict(load_safetensors(f.read()))
+            data = f.read()
+        try:
+            return dict(load_safetensors(data))
+        except SafetensorError as e:  # a cut file or a damaged header
+            raise _user_error(f"{file} is not a readable safetensors file: it is truncated or corrupt "
+                              f"({type(e).__name__}: {e})") from None
     from xdpx.models.checkpoints import load_weights
 
     return dict(load_weights(file))

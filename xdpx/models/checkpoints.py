@@ -20,6 +20,7 @@ from typing import Any
 
 from xdpx import io
 from xdpx.errors import UserError
+from xdpx.io.retry import is_transient
 
 INDEX_FILE = "checkpoints.json"
 BEST, LAST = "<best>", "<last>"
@@ -93,14 +94,20 @@ def _unreadable(path: str, error: Exception) -> Exception:
     import pickle
 
     text = str(error)
-    if isinstance(error, pickle.UnpicklingError):
+    # A file cut within its first bytes is read as a (legacy) pickle whose first byte is no opcode at all:
+    # that is damage, not a refused object.
+    if isinstance(error, pickle.UnpicklingError) and "Unsupported operand" not in text:
         found = re.search(r"GLOBAL ([\w.]+)", text)
         what = f"a reference to {found.group(1)}, which is code, not weights" if found else \
             "pickled objects other than tensors, numbers, strings and containers"
         return UserError(f"{path} is refused as a checkpoint: it holds {what}. Checkpoints load with "
                          "weights_only=True, so nothing in a file ever runs; use a checkpoint written by "
                          "x-train (or saved with torch.save of a state_dict)")
-    first = text.split(". ")[0].strip() if "weights_only" not in text else ""
+    unpickler = re.search(r"WeightsUnpickler error:\s*([^\n]+)", text)  # torch's own words, not its advice
+    if unpickler:
+        first = unpickler.group(1).strip()
+    else:
+        first = text.split(". ")[0].strip() if "weights_only" not in text else ""
     reason = f"{type(error).__name__}: {first}" if first else type(error).__name__
     return UserError(f"{path} is not a readable checkpoint: it is truncated, corrupt or not a torch.save "
                      f"file ({reason})")
@@ -120,7 +127,11 @@ def load_torch(path: str) -> Any:
                 warnings.simplefilter("ignore")
                 return torch.load(f, map_location="cpu", weights_only=True)
         except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError, IndexError, TypeError,
-                AttributeError) as error:
+                AttributeError, OSError) as error:
+            # torch's zip reader seeks past the end of a truncated file: OSError [Errno 22]. An OSError of
+            # the store itself (an outage while reading) is no verdict on the file: it propagates.
+            if isinstance(error, OSError) and (isinstance(error, io.StoreUnavailableError) or is_transient(error)):
+                raise
             raise _unreadable(path, error) from None
 
 

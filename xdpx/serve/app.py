@@ -16,13 +16,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from xdpx.serve.batching import Batcher, Overloaded
 from xdpx.serve.limits import Limits, RequestError, parse_inputs, read_body
-from xdpx.serve.metrics import Metrics, MetricsMiddleware
+from xdpx.serve.metrics import CLIENT_CLOSED, Metrics, MetricsMiddleware
 from xdpx.serve.openapi import openapi_document
 from xdpx.serve.predictor import BadInput
 
@@ -75,6 +75,8 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
         except Overloaded as e:
             state.metrics.refused.inc()
             return error(503, str(e), {"Retry-After": str(e.retry_after)})
+        except ClientDisconnect:  # the connection closed before the body was in: nobody reads this answer
+            return error(CLIENT_CLOSED, "the client closed the connection before its request body arrived")
         except Exception as e:  # the model failed: say so, keep serving
             return error(500, f"prediction failed: {type(e).__name__}: {e}")
         state.answered += 1
@@ -126,6 +128,6 @@ def app_from_environment() -> Any:
     executor = model_thread()
     predictor = run_in(executor, load_for_serving, settings["save_dir"], settings["checkpoint"],
                        settings["batch_size"], settings["cpu"], settings["threads"], settings.get("max_tokens"),
-                       settings.get("bf16", False))
+                       settings.get("bf16", False), settings.get("trust_user_dir", False))
     return create_app(predictor, Limits(**settings["limits"]), settings["batch_size"], settings["max_wait"],
                       settings["max_queue"], executor)

@@ -16,6 +16,8 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from xdpx.serve.metrics import SERVER_ANSWERED
+
 PROTOCOL = "xdpx.serve.header_timeout:HeaderTimeoutH11Protocol"  # uvicorn.Config(http=...), with config.header_timeout
 
 
@@ -48,6 +50,13 @@ class HeaderTimeoutH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn answers 400 itself to bytes h11 refuses (a malformed chunked body...) and closes; an app
+        reading that body sees only the closed connection. The scope says what the client got, for /metrics."""
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.scope[SERVER_ANSWERED] = 400  # type: ignore[literal-required]
+        super().send_400_response(msg)
 
     def _arm(self) -> None:
         self._disarm()

@@ -20,6 +20,12 @@ from prometheus_client import (
 )
 
 ROUTES = ("/predict", "/health", "/ready", "/metrics", "/openapi.json")
+# The status a request is counted with when the client closed its connection before the answer (nginx's
+# "client closed request"): the answer never left, and the server did nothing wrong.
+CLIENT_CLOSED = 499
+# A scope key the HTTP protocol (xdpx/serve/header_timeout.py) sets to the status it answered itself, without
+# the app, while the app was reading the body (400 for a malformed chunked body): the status the client got.
+SERVER_ANSWERED = "xdpx.server_answered"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -78,5 +84,7 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, record)
         finally:
-            self.metrics.requests.labels(route, str(status[0])).inc()
+            # the app saw the connection close (it counts 499); the server may have answered first
+            answered = scope.get(SERVER_ANSWERED, status[0])
+            self.metrics.requests.labels(route, str(answered)).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - started)
