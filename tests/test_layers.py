@@ -13,7 +13,7 @@ is still a dependency. The floors, bottom to top:
 3. workflows: ``xdpx.train``, ``xdpx.inference``, ``xdpx.export``, ``xdpx.serve``, ``xdpx.viz``,
    ``xdpx.tune``, ``xdpx.debug``;
 4. tools: ``xdpx.chain`` (the dispatcher), ``xdpx.scripts`` (x-script tools), ``xdpx.submit``;
-5. entry points: ``xdpx.cli``, imported by nothing in the package.
+5. entry points: ``xdpx.cli`` and ``xdpx.__main__``, imported by nothing in the package.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ FLOORS = {
     "xdpx.train": 3, "xdpx.inference": 3, "xdpx.export": 3, "xdpx.serve": 3, "xdpx.viz": 3, "xdpx.tune": 3,
     "xdpx.debug": 3,
     "xdpx.chain": 4, "xdpx.scripts": 4, "xdpx.submit": 4,
-    "xdpx.cli": 5,
+    "xdpx.cli": 5, "xdpx.__main__": 5,
 }
 FLOOR_NAMES = ["base", "core", "components", "workflows", "tools", "entry points"]
 
@@ -116,7 +116,7 @@ def imported_modules_under(root: Path, path: Path) -> list[tuple[int, str]]:
 
 def test_every_module_imports_with_the_cli_blocked() -> None:
     """Import each module in a fresh interpreter where ``import xdpx.cli`` fails: only the CLI needs it."""
-    modules = [module_name(p) for p in sorted(PACKAGE.rglob("*.py")) if module_name(p) != "xdpx.cli"]
+    modules = [module_name(p) for p in sorted(PACKAGE.rglob("*.py")) if module_name(p) not in ("xdpx.cli", "xdpx.__main__")]
     # optional extras (tensorflow, onnx, uvicorn ...) are imported lazily inside functions, so every module
     # imports without them; a module that needs an extra at import time would show up here too
     code = ("import importlib, sys; sys.modules['xdpx.cli'] = None; failed = []\n"

@@ -193,7 +193,7 @@ class StudyRunner:
             env["CUDA_VISIBLE_DEVICES"] = self.gpus[slot % len(self.gpus)]
         elif "OMP_NUM_THREADS" not in os.environ:  # share the cores instead of oversubscribing them
             env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self.parallel_runs))
-        command = [sys.executable, "-c", "from xdpx.cli import x_train; x_train()", config_path]
+        command = [sys.executable, "-m", "xdpx", "x-train", config_path]  # x-train as a user runs it
         tail: deque[str] = deque(maxlen=40)
         lines: list[str] = []
         process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
