@@ -78,24 +78,23 @@ def _memory(text: str) -> str:
     return text.upper()
 
 
-def _time(text: str) -> str:
-    if not _TIME.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"--time takes Slurm's time format {_TIME_FORM}, got {text!r}")
-    return text
+def _matching(flag: str, pattern: re.Pattern[str], form: str) -> Callable[[str], str]:
+    """An argparse ``type`` that accepts only values of Slurm's syntax for ``flag``: nothing else reaches the
+    job script (a line break or ``;`` there would be a shell command)."""
+
+    def check(text: str) -> str:
+        if not pattern.fullmatch(text):
+            raise argparse.ArgumentTypeError(f"{flag} takes {form}, got {text!r}")
+        return text
+
+    return check
 
 
-def _partition(text: str) -> str:
-    if not _PARTITION.fullmatch(text):
-        raise argparse.ArgumentTypeError("--partition takes a Slurm partition name (letters, digits, _ . -; several "
-                                         f"comma-separated), got {text!r}")
-    return text
-
-
-def _job_name(text: str) -> str:
-    if not _JOB_NAME.fullmatch(text):
-        raise argparse.ArgumentTypeError("--job-name takes letters, digits and _ . + - (at most 200, not starting "
-                                         f"with . + -), got {text!r}")
-    return text
+_time = _matching("--time", _TIME, f"Slurm's time format {_TIME_FORM}")
+_partition = _matching("--partition", _PARTITION,
+                       "a Slurm partition name (letters, digits, _ . -; several comma-separated)")
+_job_name = _matching("--job-name", _JOB_NAME,
+                      "letters, digits and _ . + - (at most 200, not starting with . + -)")
 
 
 def script_safe(what: str, text: str) -> str:
@@ -106,11 +105,8 @@ def script_safe(what: str, text: str) -> str:
     return text
 
 
-def _log_dir(text: str) -> str:
-    if not _LOG_DIR.fullmatch(text):
-        raise argparse.ArgumentTypeError("--log-dir takes a folder of letters, digits, spaces and _ . / + @ : , = ~ -, "
-                                         f"got {text!r}")
-    return text
+_log_dir = _matching("--log-dir", _LOG_DIR,
+                     "a folder of letters, digits, spaces and _ . / + @ : , = ~ -")
 
 
 class _Parser(argparse.ArgumentParser):
