@@ -18,8 +18,16 @@ from xdpx.config.writers import masked_notice, masked_options
 from xdpx.errors import UserError
 from xdpx.io.credentials import hand_down, redact
 from xdpx.io.ownership import Output, is_run_dir
-from xdpx.tune.plan import CONFIGS_DIR, TRIALS_PREFIX, config_dir_of
-from xdpx.tune.study import STUDY_DB
+from xdpx.tune.plan import CONFIGS_DIR, TRIALS_PREFIX, build_plan, config_dir_of
+from xdpx.tune.study import (
+    STUDY_DB,
+    build_sampler,
+    hyperband_rungs,
+    open_storage,
+    pruner_spec,
+    reduction_factor,
+    storage_url,
+)
 
 SPACE_KEY = "xdpx_space"  # study user attribute: the space the study was created with
 DRY_SAMPLES = 3
@@ -52,7 +60,6 @@ class TuneCommand(Command):
         return found
 
     def run(self, args: Args, dry: bool = False) -> None:
-        from xdpx.tune.plan import build_plan
 
         plan = build_plan(args)
         if dry:
@@ -83,7 +90,6 @@ def describe_plan(plan: Any) -> str:
     """The space, a few sampled trial configs and the assessment plan (what ``--dry`` prints)."""
     import optuna
 
-    from xdpx.tune.study import build_sampler, hyperband_rungs, pruner_spec
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     a = plan.args
@@ -103,7 +109,6 @@ def describe_plan(plan: Any) -> str:
                  f"{plan.total_updates} updates of {plan.update_size} samples, evaluated every "
                  f"{a.assess_interval} updates; pruner {a.pruner}")
     if a.pruner in ("hyperband", "successive_halving") and rungs:
-        from xdpx.tune.study import reduction_factor
 
         factor = reduction_factor(a.cull_keep_ratio)
         lines.append(f"#   assessments at updates {rungs}: at each, a trial goes on when it is in the best 1/{factor} "
@@ -126,7 +131,6 @@ def describe_plan(plan: Any) -> str:
         lines.append(f"#   assessments at updates {rungs[:8]}{' ...' if len(rungs) > 8 else ''}: a trial below the "
                      f"best {a.cull_keep_ratio:.0%} at that step stops")
     lines.append(f"#   no trial is pruned before {a.min_ref} trial(s) ran to the end (min_ref)")
-    from xdpx.tune.study import storage_url
 
     lines.append(f"# storage: {storage_url(a.storage, a.save_dir)}, study {a.study_name!r}")
     return redact("\n".join(lines))
@@ -145,7 +149,6 @@ def quiet_optuna() -> None:
 
 def open_study(plan: Any, url: str) -> Any:
     """The study's storage, creating the study (once) or checking that it is this one."""
-    from xdpx.config.errors import ConfigError
 
     for attempt in range(5):  # workers started together race to create the tables and the study
         try:
@@ -162,8 +165,6 @@ def open_study(plan: Any, url: str) -> Any:
 def _open_study(plan: Any, url: str) -> Any:
     import optuna
 
-    from xdpx.config.errors import ConfigError
-    from xdpx.tune.study import open_storage
 
     a = plan.args
     storage = open_storage(url, a.heartbeat_interval, a.max_retries)
@@ -193,10 +194,8 @@ def _open_study(plan: Any, url: str) -> Any:
 
 
 def run_study(plan: Any) -> None:
-    from xdpx import io
     from xdpx.tune.results import remove_checkpoints_below, write_outputs
     from xdpx.tune.runner import StudyRunner
-    from xdpx.tune.study import storage_url
 
     a = plan.args
     url = storage_url(a.storage, a.save_dir)
