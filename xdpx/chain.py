@@ -126,6 +126,12 @@ def print_traceback() -> None:
     sys.stderr.write(redact("".join(traceback.format_exc())))
 
 
+def _error(prefix: str, error: BaseException, code: int) -> int:
+    """One masked line on stderr for a failure the user can act on; the exit code to return."""
+    print(f"{prefix}error: {redact(str(error))}", file=sys.stderr)
+    return code
+
+
 def run_chain(argv: list[str]) -> int:
     name = help_requested(argv)
     if name is not None:
@@ -134,8 +140,7 @@ def run_chain(argv: list[str]) -> int:
     try:
         steps, dry = split_chain(argv)
     except ConfigError as e:
-        print(f"error: {redact(str(e))}", file=sys.stderr)
-        return EXIT_CONFIG
+        return _error("", e, EXIT_CONFIG)
     for name, files in steps:
         for path in files:
             command = get_command(name)
@@ -143,8 +148,7 @@ def run_chain(argv: list[str]) -> int:
                 runs = resolve_runs(name, path)
                 check_outputs(command, runs)
             except ConfigError as e:
-                print(f"{name}: error: {redact(str(e))}", file=sys.stderr)
-                return EXIT_CONFIG
+                return _error(f"{name}: ", e, EXIT_CONFIG)
             for index, args in enumerate(runs):
                 if dry:
                     print(f"# {name} {redact(path)}: run {index + 1} of {len(runs)}")
@@ -154,17 +158,9 @@ def run_chain(argv: list[str]) -> int:
                     with recording(name, command.outputs(args) if not dry and is_master() else []):
                         run_command(command, args, dry)
                 except ConfigError as e:
-                    print(f"{name}: error: {redact(str(e))}", file=sys.stderr)
-                    return EXIT_CONFIG
-                except UserError as e:
-                    print(f"{name}: error: {redact(str(e))}", file=sys.stderr)
-                    return EXIT_FAILED
-                except OSError as e:
-                    if not isinstance(e, StoreUnavailableError):
-                        print_traceback()
-                        return EXIT_FAILED
-                    print(f"{name}: error: {redact(str(e))}", file=sys.stderr)  # one line: the store is away
-                    return EXIT_FAILED
+                    return _error(f"{name}: ", e, EXIT_CONFIG)
+                except (UserError, StoreUnavailableError) as e:  # one line: the user can act on it
+                    return _error(f"{name}: ", e, EXIT_FAILED)
                 except KeyboardInterrupt:
                     print(f"{name}: interrupted", file=sys.stderr)
                     return 130
