@@ -27,7 +27,8 @@ side ratio (sides of one repeat ran back to back: those ratios are the least dis
 machine). Model FLOP/s counts the encoder's matmul FLOPs each side computes on its padded batches (6 x
 parameters x tokens plus attention; for our BERT, whose last layer computes only what the [CLS] head
 reads, that layer's keys and values for every token and the rest for [CLS]) as a share of the matmul
-peak measured in the same process after warm-up (median of ``--peak-repeats`` timings, spread printed). The CPU model, its AMX / AVX-512 flags and the load
+peak measured in the same process: the best rate over 2048^3 and the model's own products at five of
+the batches' shapes (bench/matmul_peak.py; fastest of ``--peak-repeats`` timings after warm-up each). The CPU model, its AMX / AVX-512 flags and the load
 average before and after are printed with the figures. The device is chosen automatically (CUDA when
 present; bf16 autocast runs there).
 """
@@ -46,6 +47,8 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from bench.matmul_peak import describe, matmul_peak, model_shapes  # noqa: E402
 
 BATCH, MAX_LEN, LR = 32, 128, 5e-5
 CPU_FLAGS = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
@@ -100,7 +103,8 @@ def make_args(data_dir: str, save_dir: str, epochs: int, bf16: bool, compile_mod
                "model": "bert_classification", "pretrained_model": minilm_dir(), "loss": "cross_entropy",
                "batch_size": BATCH, "learning_rate": LR, "max_epoch": epochs, "eval_interval": -1,
                "valid_subset": None, "log_interval": 1000, "major_metric": "accuracy", "save": False,
-               "viz": False, "bf16": bf16, "clip_norm": 5.0}
+               "viz": False, "bf16": bf16, "clip_norm": 5.0,
+               "adam_eps": 1e-8}  # torch's and the HF Trainer's AdamW eps: the same optimizer on every side
     if compile_model:
         options["compile"] = True
     with open(config, "w") as f:
@@ -259,36 +263,25 @@ def run_hf_trainer(args: Any, epochs: int, folder: str, compile_model: bool = Fa
     return clock["end"] - clock["start"], len(rows) * epochs, shapes
 
 
-def matmul_peak(device: Any, dtype: Any, n: int = 2048, repeats: int = 25, warmup: int = 5) -> list[float]:
-    """FLOP/s of a square n x n matmul: ``warmup`` untimed runs, then ``repeats`` timings."""
-    import torch
-
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    rates = []
-    for i in range(warmup + repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        a @ b
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        if i >= warmup:
-            rates.append(2 * n ** 3 / (time.perf_counter() - t))
-    return rates
-
-
 OUR_MODEL = ("xtrain", "hand")  # sides that train xdpx's bert_classification (the others: transformers')
 NAMES = {"xtrain": "x-train", "hand": "hand loop, our BERT", "hand_hf": "hand loop, HF model",
          "hf_trainer": "HF Trainer (padding collator, group_by_length, fused AdamW)"}
 
 
-def report(precision: str, results: dict[str, list[tuple[float, int, Shapes]]], peak: list[float],
+def peak_for(device: Any, dtype: Any, shapes: Shapes, model: Any, repeats: int) -> float:
+    """The matmul peak (bench/matmul_peak.py) over 2048^3 and the model's products at five of the
+    batches' (rows, length): the shortest, the quartiles, the median and the longest padded length."""
+    batches = sorted((rows, length) for rows, length, _ in shapes.batches)
+    picked = [batches[round(q * (len(batches) - 1))] for q in (0, 0.25, 0.5, 0.75, 1)]
+    peak, top, best = matmul_peak(device, dtype, model_shapes(picked, model), repeats=repeats)
+    print(describe(peak, top, best), flush=True)
+    return peak
+
+
+def report(precision: str, results: dict[str, list[tuple[float, int, Shapes]]], peak: float,
            model: Any) -> None:
     """The table of one precision: medians over the repeats, per-repeat ratios, share of the peak."""
-    median_peak = statistics.median(peak)
-    print(f"\n{precision}: matmul peak (2048^3, after warm-up) median {median_peak / 1e9:.0f} GFLOP/s over "
-          f"{len(peak)} timings, min {min(peak) / 1e9:.0f}, max {max(peak) / 1e9:.0f}")
+    print(f"\n{precision}: matmul peak {peak / 1e9:.0f} GFLOP/s (the best over the shapes above)")
     print("| side | samples/s | real tokens/s | padded tokens/s | real share | x-train / side (median; per repeat) "
           "| model GFLOP/s | share of matmul peak |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -306,7 +299,7 @@ def report(precision: str, results: dict[str, list[tuple[float, int, Shapes]]], 
         # our BERT (x-train, the hand loop) skips the last layer's rows the [CLS] head does not read
         rate = shapes.flops(model, side in OUR_MODEL and model.reads_first_token_only()) / seconds
         print(f"| {NAMES[side]} | {per_second:.1f} | {shapes.real / seconds:,.0f} | {shapes.padded / seconds:,.0f} | "
-              f"{shapes.real / shapes.padded:.1%} | {ratio} | {rate / 1e9:.0f} | {rate / median_peak:.0%} |")
+              f"{shapes.real / shapes.padded:.1%} | {ratio} | {rate / 1e9:.0f} | {rate / peak:.0%} |")
     print(f"all runs, samples/s: {json.dumps({k: [round(x, 2) for x in v] for k, v in speed.items()})}", flush=True)
 
 
@@ -314,7 +307,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=1, help="whole epochs of the training split per side")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--peak-repeats", type=int, default=25, help="timings of the matmul peak (after warm-up)")
+    parser.add_argument("--peak-repeats", type=int, default=10,
+                        help="timings of each shape of the matmul peak (after warm-up; the fastest is kept)")
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--sides", nargs="+", default=["xtrain", "hand", "hf_trainer"], choices=list(NAMES))
     parser.add_argument("--threads", type=int, default=None, help="torch threads (every side); default: torch's")
@@ -355,10 +349,12 @@ def main(argv: list[str] | None = None) -> None:
                     results[side].append(run)
                     print(f"  {precision} repeat {repeat + 1} {side}: {run[1] / run[0]:.2f} samples/s "
                           f"({run[0]:.1f} s; load {load_average()})", flush=True)
-            peak = matmul_peak(device, torch.bfloat16 if bf16 else torch.float32, repeats=options.peak_repeats)
             from xdpx.models import models
 
-            report(precision, results, peak, models.get("bert_classification").build(args))
+            model = models.get("bert_classification").build(args)
+            xtrain_shapes = shapes_of(batches)
+            peak = peak_for(device, torch.bfloat16 if bf16 else torch.float32, xtrain_shapes, model, options.peak_repeats)
+            report(precision, results, peak, model)
     print(f"load average at end: {load_average()}")
 
 

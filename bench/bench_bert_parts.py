@@ -19,8 +19,9 @@ for each precision, in one process, with the parts alternating batch by batch:
   it put 16-17 ms (fp32, one thread) on zeroing the word-embedding gradient.
 
 Each line gives ms per update (median over the batches), model GFLOP/s (bench_bert.py's count: 6 x matmul
-parameters x padded tokens plus attention) and its share of the matmul peak measured in the same process
-(2048^3, after warm-up). The gap between ``matmuls only`` and the peak is what the matrix sizes cost;
+parameters x padded tokens plus attention) and its share of the matmul peak measured in the same process:
+the best rate over 2048^3 and the model's own products at five of the timed batches' shapes
+(bench/matmul_peak.py), so ``matmuls only`` stays at or under 100%. The gap between ``matmuls only`` and the peak is what the matrix sizes cost;
 the gap between ``matmuls only`` and ``update`` is the non-matmul work.
 """
 
@@ -44,42 +45,12 @@ from bench.bench_bert import (  # noqa: E402
     cpu_description,
     load_average,
     make_args,
-    matmul_peak,
+    peak_for,
     prepare_data,
     shapes_of,
     xtrain_batches,
 )
-
-
-def matmul_shapes(rows: int, length: int, model: Any) -> list[tuple[int, int, int, int]]:
-    """(batch, m, k, n) of every matrix product of one forward and backward of the encoder."""
-    bert = model.bert
-    hidden = bert.embeddings.word_embeddings.embedding_dim
-    inter = bert.encoder.layer[0].intermediate.dense.out_features
-    heads = bert.encoder.layer[0].attention.self.heads
-    head = hidden // heads
-    n = rows * length
-    forward = [(1, n, hidden, 3 * hidden), (rows * heads, length, head, length), (rows * heads, length, length, head),
-               (1, n, hidden, hidden), (1, n, hidden, inter), (1, n, inter, hidden)]
-    layers = [forward] * len(bert.encoder.layer)
-    if model.reads_first_token_only():  # the last layer: keys and values of every token, the rest for [CLS]
-        layers[-1] = [(1, n, hidden, 2 * hidden), (1, rows, hidden, hidden), (rows * heads, 1, head, length),
-                      (rows * heads, 1, length, head), (1, rows, hidden, hidden), (1, rows, hidden, inter),
-                      (1, rows, inter, hidden)]
-    shapes = []
-    for b, m, k, nn_ in (s for layer in layers for s in layer):  # y = x w: forward, dx = dy w^T, dw = x^T dy
-        shapes += [(b, m, k, nn_), (b, m, nn_, k), (b, k, m, nn_)]
-    return shapes
-
-
-def time_matmuls(shapes: list[tuple[int, int, int, int]], dtype: Any) -> float:
-    import torch
-
-    operands = [(torch.randn(b, m, k, dtype=dtype), torch.randn(b, k, n, dtype=dtype)) for b, m, k, n in shapes]
-    start = time.perf_counter()
-    for a, w in operands:
-        torch.bmm(a, w) if a.size(0) > 1 else torch.mm(a[0], w[0])
-    return time.perf_counter() - start
+from bench.matmul_peak import matmul_shapes, time_matmuls  # noqa: E402
 
 
 def removed(model: Any, part: str) -> contextlib.ExitStack:
@@ -163,11 +134,12 @@ def measure(precision: str, data_dir: str, folder: str, updates: int, probes: bo
             seconds = run(batch)  # the matmuls' random operands are made before their clock starts
             if i >= 3:
                 times[name].append(seconds)
-    peak = statistics.median(matmul_peak(torch.device("cpu"), dtype))
     shapes = shapes_of(batches[3:])
+    print(f"\n{precision}:", end=" ")
+    peak = peak_for(torch.device("cpu"), dtype, shapes, model, 10)  # over 2048^3 and the model's products
     flops = shapes.flops(model, model.reads_first_token_only()) / len(shapes.batches)
     print(f"\n{precision}: {len(shapes.batches)} batches, {shapes.padded / len(shapes.batches):.0f} padded tokens per "
-          f"batch, {flops / 1e9:.1f} GFLOP per update; matmul peak (2048^3) {peak / 1e9:.0f} GFLOP/s; load average "
+          f"batch, {flops / 1e9:.1f} GFLOP per update; matmul peak {peak / 1e9:.0f} GFLOP/s; load average "
           f"{load_average()}")
     print("| part | ms per update (median) | model GFLOP/s | share of matmul peak |")
     print("| --- | --- | --- | --- |")

@@ -1,15 +1,16 @@
 """x-train's loop against a minimal hand-written PyTorch loop: same model, same batches, one process.
 
     python examples/prepare_data.py                 # once: the full Chinese reviews (else the samples)
-    python bench/bench_train.py [--updates 150] [--repeats 3] [--model cls_cnn] [--batch-size 64]
+    python bench/bench_train.py [--updates 150] [--repeats 3] [--model cls_cnn] [--batch-size 64] [--threads N]
 
-Both sides train the same model (built by the same task from the same seed) with AdamW, clipping at
-5.0, on the same update groups (x-train's batching by length, shuffled from (seed, epoch)), collating
-each batch with the same processor. The hand loop is the textbook ``zero_grad / forward / loss / backward
-/ clip / step``; x-train runs its whole loop (autocast context, update normalisation, logs, policy
-checks). Runs alternate (hand, x-train, hand, ...) and the best of ``--repeats`` is kept. Also printed:
-the share of x-train's loop time outside forward/backward/optimizer step (batching, logging,
-bookkeeping). The device is chosen automatically (CUDA when present).
+Both sides train the same model (built by the same task from the same seed) with the same optimizer,
+built by x-train's own optimizer registry from the same args (x-train's default: fused AdamW, eps 1e-6;
+the class, kernel and hyperparameters are printed), clipping at 5.0, on the same update groups (x-train's
+batching by length, shuffled from (seed, epoch)), collating each batch with the same processor. The
+hand loop is the textbook ``zero_grad / forward / loss / backward / clip / step``; x-train runs its
+whole loop (autocast context, update normalisation, logs, policy checks). Runs alternate (hand, x-train,
+hand, ...) and the best of ``--repeats`` is kept. Also printed: the share of x-train's loop time outside
+forward/backward/optimizer step (batching, logging, bookkeeping). The device is chosen automatically (CUDA when present).
 """
 
 from __future__ import annotations
@@ -68,11 +69,12 @@ def run_hand(args) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     from xdpx.data.dataset import open_split
     from xdpx.tasks import tasks
     from xdpx.train.batching import update_groups
+    from xdpx.train.setup import component
 
     torch.manual_seed(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = tasks.get(args.task)(args).build_model().to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.0)
+    optimizer = component(args, "optimizer").build(args, model)  # what x-train builds: same class and settings
     processor = processors.get(args.processor)(args)
     data = open_split(args.data_dir, "train")
     groups, epoch = [], 1
@@ -96,14 +98,30 @@ def run_hand(args) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     return time.perf_counter() - start, samples
 
 
+def describe_optimizer(args) -> str:  # type: ignore[no-untyped-def]
+    """The optimizer both sides build: class and the hyperparameters of its first group."""
+    import torch
+
+    from xdpx.train.setup import component
+
+    optimizer = component(args, "optimizer").build(args, torch.nn.Linear(2, 2))
+    group = optimizer.param_groups[0]
+    keys = ("lr", "betas", "eps", "weight_decay", "fused", "foreach")
+    return type(optimizer).__name__ + " " + ", ".join(f"{k}={group.get(k)}" for k in keys if k in group)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--updates", type=int, default=150)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", default="cls_cnn")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (both sides); default: torch's")
     options = parser.parse_args(argv)
     import torch
+
+    if options.threads:
+        torch.set_num_threads(options.threads)
 
     with tempfile.TemporaryDirectory() as folder:
         data_dir = prepare_data(folder)
@@ -121,8 +139,10 @@ def main(argv: list[str] | None = None) -> None:
     best_hand, median_hand = max(hand), sorted(hand)[len(hand) // 2]
     (best_xtrain, overhead), median_xtrain = max(xtrain), sorted(x for x, _ in xtrain)[len(xtrain) // 2]
     device = "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)"
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"model {options.model}, batch {options.batch_size}, {options.updates} updates, device {device}, "
-          f"best of {options.repeats}")
+          f"best of {options.repeats}; optimizer (both sides): {describe_optimizer(args)}")
     print("| loop | best samples/s | ratio | median samples/s | ratio |\n| --- | --- | --- | --- | --- |")
     print(f"| minimal PyTorch loop | {best_hand:,.0f} | 1.00 | {median_hand:,.0f} | 1.00 |")
     print(f"| x-train | {best_xtrain:,.0f} | {best_xtrain / best_hand:.3f} | {median_xtrain:,.0f} | "
