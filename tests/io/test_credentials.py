@@ -122,7 +122,7 @@ def test_missing_backend_error_names_the_package(monkeypatch):
     monkeypatch.setattr(fsspec, "get_filesystem_class", no_backend)
     with pytest.raises(ImportError, match=r"pip install gcsfs.*gs://b/x"):
         xio.exists("gs://b/x")
-    with pytest.raises(ImportError, match=r"pip install ossfs"):
+    with pytest.raises(ImportError, match=r"oss://b/x needs the optional package ossfs: pip install 'xdpx\[oss\]'"):
         xio.exists("oss://b/x")
 
 

@@ -9,7 +9,7 @@ from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import in_range
 from xdpx.data import processors
 from xdpx.data.processing import IGNORE_INDEX, Processor
-from xdpx.errors import UserError
+from xdpx.utils.optional import require
 
 SPECIAL_OPTIONS = [
     Option("cls_word", str, default="[CLS]", doc="the classification token that starts every sample"),
@@ -259,10 +259,7 @@ class ChineseWords:
     def __init__(self, tokens: list[str]) -> None:
         import numpy as np
 
-        try:
-            import jieba
-        except ImportError:
-            raise UserError("word_segmenter: jieba needs the jieba package: pip install jieba") from None
+        jieba = require("jieba", "word_segmenter: jieba")
         jieba.setLogLevel(60)
         self.jieba = jieba
         self.tokens = tokens

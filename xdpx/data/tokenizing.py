@@ -14,6 +14,7 @@ from typing import Any
 from xdpx.config.options import Option
 from xdpx.data import tokenizers
 from xdpx.errors import UserError
+from xdpx.utils.optional import require
 
 
 class Tokenizer:
@@ -63,14 +64,11 @@ class ChineseCharTokenizer(Tokenizer):
 
 @tokenizers.register("jieba")
 class JiebaTokenizer(Tokenizer):
-    """Chinese words by jieba (optional extra: pip install jieba); spaces dropped."""
+    """Chinese words by jieba (optional: pip install 'xdpx[jieba]'); spaces dropped."""
 
     def __init__(self, args: Any, vocab_path: str | None = None) -> None:
         super().__init__(args, vocab_path)
-        try:
-            import jieba
-        except ImportError:
-            raise UserError("tokenizer 'jieba' needs the jieba package: pip install jieba") from None
+        jieba = require("jieba", "tokenizer 'jieba'")
         jieba.setLogLevel(60)
         self._cut = jieba.lcut
 

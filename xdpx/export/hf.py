@@ -16,6 +16,7 @@ from xdpx.errors import UserError
 from xdpx.export.companions import labels_of
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
 from xdpx.models.tf_checkpoint import TIED_KEYS
+from xdpx.utils.optional import require
 
 # What transformers calls each of our BERT models; bert_siamese has no transformers class.
 HF_CLASSES = {"bert_classification": "BertForSequenceClassification", "bert_pair": "BertForSequenceClassification",
@@ -79,11 +80,7 @@ def hf_outputs(hf_model: Any, architecture: str, batch: dict[str, Any]) -> Any:
 def check_hf_directory(run: Any, out_dir: str, architecture: str, samples: list[dict[str, Any]]) -> ParityReport:
     """Load out_dir with transformers and compare its outputs with the run's model on real batches."""
 
-    try:
-        import transformers
-    except ImportError as e:
-        raise UserError(f"export_hf checks the directory with transformers: pip install -e '.[hf]', or set "
-                        f"check_outputs: false ({e})") from e
+    transformers = require("transformers", "export_hf's check (check_outputs: true; false skips it)")
     local = out_dir if not io.is_remote(out_dir) else None
     if local is None:
         import tempfile

@@ -17,18 +17,15 @@ from xdpx.errors import UserError
 from xdpx.export.export_forms import export_form
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
 from xdpx.export.wrapping import PositionalModel, positional
+from xdpx.utils.optional import require
 
 MODEL_FILE = "model.onnx"
 
 
 def require_onnx() -> None:
-    import importlib
-
+    """Stop with one line when a package of the [onnx] extra is missing (torch's exporter needs onnxscript)."""
     for module in ("onnx", "onnxruntime", "onnxscript"):
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise UserError(f"export_onnx needs {module}: pip install -e '.[onnx]' ({e})") from e
+        require(module, "export_onnx")
 
 
 def name_dynamic_axes(model: Any, input_names: list[str]) -> None:
@@ -66,12 +63,12 @@ def output_names(model: Any, example: dict[str, Any]) -> list[str]:
 def export_onnx(run: Any, out_dir: str, samples: list[dict[str, Any]],
                 opset_version: int | None = None) -> tuple[str, ParityReport, list[str]]:
     """Write out_dir/model.onnx; return its path, the onnxruntime parity report and the input order."""
+    require_onnx()  # before the imports below: one line, not a traceback, when the extra is missing
     import onnx
     import onnxruntime
     import torch
     from torch.export import Dim
 
-    require_onnx()
     batches = parity_batches(run.processor, samples)
     input_names = list(batches[0])
     example = max(batches, key=lambda b: next(iter(b.values())).numel())

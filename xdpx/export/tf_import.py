@@ -16,6 +16,7 @@ from xdpx import io
 from xdpx.errors import UserError
 from xdpx.export.parity import ParityReport, check_parity
 from xdpx.models.tf_checkpoint import TIED_KEYS, local_checkpoint, read_tf_bert_checkpoint, require_tensorflow
+from xdpx.utils.optional import require
 
 REQUIRED_CONFIG = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
 
@@ -98,11 +99,7 @@ def check_conversion(tf_ckpt_path: str, out_dir: str, architecture: str, hf_conf
     from xdpx.export.tf_savedmodel import build_tf_bert
 
     tf = require_tensorflow()
-    try:
-        import transformers
-    except ImportError as e:
-        raise UserError(f"export_pt checks the conversion with transformers: pip install -e '.[hf]', or set "
-                        f"check_outputs: false ({e})") from e
+    transformers = require("transformers", "export_pt's check (check_outputs: true; false skips it)")
     with local_checkpoint(tf_ckpt_path) as prefix:
         reader = tf.train.load_checkpoint(prefix)
         google = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}

@@ -81,7 +81,7 @@ def cached_path(path: PathLike, progress: bool | None = None) -> str:
     fingerprint = _fingerprint(meta)
     # The endpoint is part of the key: the same bucket/key on two servers are different files.
     # Only a hash reaches the disk, so signed URLs or tokens in the path are not stored in clear.
-    endpoint = str(storage_options(paths.protocol_of(url)).get("endpoint_url", ""))
+    endpoint = str(storage_options(paths.protocol_of(url), url).get("endpoint_url", ""))
     key = hashlib.sha256(f"{endpoint}|{url}".encode()).hexdigest()[:32]
     entry = os.path.join(cache_dir(), key[:2], key)
     os.makedirs(entry, exist_ok=True)

@@ -2,8 +2,9 @@
 
 Precedence, lowest first: for oss only, the ``OSS_*`` environment variables (ossfs reads none but the
 endpoint) < built-in defaults < the file named by ``XDPX_IO_CONFIG`` (read on first use, never at import)
-< :func:`configure` < :func:`set_storage_options`. Anything not given here falls back to each backend's own
-mechanism (AWS env vars and ``~/.aws``, gcloud credentials, ...).
+< :func:`configure` < :func:`set_storage_options` < the bucket's entry in the buckets file named by
+``XDPX_BUCKETS`` (xdpx/io/buckets.py: per-bucket endpoints and credential sources). Anything not given
+here falls back to each backend's own mechanism (AWS env vars and ``~/.aws``, gcloud credentials, ...).
 
 Secrets are never printed: every message built here that shows options goes through :func:`redact`.
 """
@@ -19,6 +20,10 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from xdpx.utils.optional import PACKAGES, MissingPackage, missing_message
+
+from .buckets import CREDENTIAL_OPTIONS, bucket_options
+from .buckets import secret_values as bucket_secrets
 from .paths import CANONICAL_PROTOCOL, PathLike, local_path, protocol_of, split_protocol, to_str
 
 if TYPE_CHECKING:
@@ -26,13 +31,8 @@ if TYPE_CHECKING:
 
 MASK = "***"
 
-# How to get a missing backend, by canonical protocol.
-INSTALL_HINT = {
-    "s3": "pip install xdpx[s3]  (or: pip install s3fs)",
-    "oss": "pip install ossfs  (or: pip install xdpx[oss])",
-    "gs": "pip install gcsfs",
-    "http": "pip install aiohttp requests",
-}
+# The fsspec backend of each canonical protocol: s3fs and ossfs come with an xdpx extra (xdpx.utils.optional).
+BACKENDS = {"s3": "s3fs", "oss": "ossfs", "gs": "gcsfs", "http": "aiohttp"}
 
 # Listing caches make a file written by another process (a tune worker, a second run) invisible to
 # exists()/listdir() for the life of the process; correctness beats the saved list calls.
@@ -159,8 +159,10 @@ def reset_storage_options() -> None:
         _file_layer = None
 
 
-def storage_options(protocol: str) -> dict[str, Any]:
-    """The merged options of a protocol (a copy). Holds secrets: never print it, print ``redact(...)``."""
+def storage_options(protocol: str, path: str | None = None) -> dict[str, Any]:
+    """The merged options of a protocol (a copy), and of ``path``'s bucket where the buckets file lists it
+    (xdpx/io/buckets.py): the bucket's entry, more specific, replaces the protocol's endpoint and
+    credentials. Holds secrets: never print it, print ``redact(...)``."""
     proto = _canonical(protocol)
     with _lock:
         merged: dict[str, Any] = {
@@ -168,7 +170,13 @@ def storage_options(protocol: str) -> dict[str, Any]:
         }
         for layer in (_DEFAULTS, _file_options(), _configured, _explicit):
             merged.update(copy.deepcopy(layer.get(proto, {})))
-        return merged
+    bucket = bucket_options(proto, path) if path else None
+    if bucket is not None:
+        if any(k in bucket for k in CREDENTIAL_OPTIONS):
+            for k in CREDENTIAL_OPTIONS:
+                merged.pop(k, None)
+        merged.update(bucket)
+    return merged
 
 
 def _known_secrets() -> set[str]:
@@ -191,7 +199,7 @@ def _known_secrets() -> set[str]:
     for name, value in os.environ.items():
         if _ENV_SECRET.search(name.upper()) and len(value) >= 6:
             values.add(value)
-    return values
+    return values | bucket_secrets()  # what the buckets file resolves to, whatever the variables are called
 
 
 def is_secret_name(name: Any) -> bool:
@@ -277,6 +285,15 @@ def unmask(value: str) -> str:
     return _URL_MASKED_PASSWORD.sub(r"\1@", value)
 
 
+def backend_missing(scheme: str, proto: str, path: PathLike) -> str:
+    """The one line for a path whose fsspec backend is not installed (the fix first, then the path)."""
+    backend = BACKENDS.get(proto)
+    if backend in PACKAGES:
+        return missing_message(backend, f"the {scheme}:// path {to_str(path)}")
+    fix = f"pip install {backend}" if backend else f"install the fsspec backend for {scheme}://"
+    return f"{scheme}:// paths need an optional backend: {fix} (path: {to_str(path)})"
+
+
 def filesystem(path: PathLike) -> tuple[AbstractFileSystem, str]:
     """The fsspec filesystem for a path (configured with its storage options) and the backend's path.
 
@@ -290,13 +307,12 @@ def filesystem(path: PathLike) -> tuple[AbstractFileSystem, str]:
     try:
         fsspec.get_filesystem_class(scheme)
     except ImportError:
-        hint = INSTALL_HINT.get(proto, f"install the fsspec backend for {scheme}://")
-        raise ImportError(f"{scheme}:// paths need an optional backend: {hint} (path: {to_str(path)})") from None
+        raise MissingPackage(backend_missing(scheme, proto, path), name=BACKENDS.get(proto)) from None
     except ValueError:
         raise ValueError(f"unsupported path scheme {scheme}:// in {to_str(path)}") from None
     if proto == "file":
         path = local_path(path)
-    opts = storage_options(proto)
+    opts = storage_options(proto, to_str(path))
     if proto == "oss" and not opts.get("endpoint"):
         # ossfs would only log a warning and then fail on first use with an obscure error.
         raise ValueError(

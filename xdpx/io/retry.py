@@ -62,7 +62,7 @@ def is_transient(error: BaseException) -> bool:
 
 def retry_seconds(url: str) -> float:
     """The retry window for ``url``'s protocol (see the module docstring)."""
-    value: Any = storage_options(protocol_of(url)).get(RETRY_OPTION)
+    value: Any = storage_options(protocol_of(url), url).get(RETRY_OPTION)
     if value is None:
         value = os.environ.get("XDPX_IO_RETRY_SECONDS", DEFAULT_RETRY_SECONDS)
     try:

@@ -5,7 +5,7 @@
 - one such weights file (.safetensors / .bin / .pt);
 - a checkpoint of an earlier x-train run, or its alias ``${save_dir}/<best>`` / ``<last>``;
 - with ``from_tf: true``, a TF checkpoint (prefix such as bert_model.ckpt, or its directory), read by
-  xdpx.models.tf_checkpoint.read_tf_bert_checkpoint (needs TensorFlow: pip install xdpx[tf]).
+  xdpx.models.tf_checkpoint.read_tf_bert_checkpoint (needs TensorFlow: pip install 'xdpx[tf]').
 
 Names are normalised to ours: a bare BertModel's keys get the ``bert.`` prefix, old ``gamma``/``beta``
 LayerNorm names become ``weight``/``bias``. Missing and unexpected keys are logged; shapes that differ
@@ -51,11 +51,9 @@ def read_weights(path: str, from_tf: bool = False) -> dict[str, Any]:
     import torch
 
     if from_tf:
-        try:
-            from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint
-        except ImportError as e:
-            raise _user_error(f"from_tf: reading a TF checkpoint needs TensorFlow and xdpx.export "
-                              f"(pip install xdpx[tf]): {e}") from None
+        # numpy only at import; a missing TensorFlow is one line from read_tf_bert_checkpoint (the [tf] extra)
+        from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint
+
         return {k: torch.from_numpy(v.copy()) for k, v in read_tf_bert_checkpoint(path).items()}
     file = weights_file(path)
     if file.endswith(".safetensors"):

@@ -22,6 +22,7 @@ import numpy as np
 
 from xdpx import io
 from xdpx.errors import UserError
+from xdpx.utils.optional import require
 
 # (TF name pattern, HF name template, transpose?) in both directions; {n} is a layer number.
 _LAYER = r"bert/encoder/layer_(\d+)/"
@@ -87,11 +88,8 @@ def hf_to_tf_name(name: str) -> tuple[str, bool] | None:
 
 
 def require_tensorflow() -> Any:
-    try:
-        import tensorflow as tf
-    except ImportError as e:
-        raise UserError(f"TF checkpoints need TensorFlow: pip install -e '.[tf]' (tensorflow-cpu) ({e})") from e
-    return tf
+    """TensorFlow, or one line naming the extra that installs it (tensorflow-cpu)."""
+    return require("tensorflow", "reading or writing a TF checkpoint")
 
 
 @contextmanager

@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from xdpx.errors import UserError
+from xdpx.utils.optional import require
 
 EXPORT_RECORD = "export.json"
 ONNX_FILE = "model.onnx"
@@ -33,10 +34,7 @@ class OnnxModel:
     """An onnxruntime session standing in for the run's model: ``model(**net_input)`` -> logits tensor."""
 
     def __init__(self, path: str, input_names: list[str], threads: int | None = None) -> None:
-        try:
-            import onnxruntime
-        except ImportError:
-            raise UserError("serving an ONNX export needs onnxruntime: pip install -e '.[onnx]'") from None
+        onnxruntime = require("onnxruntime", "serving an ONNX export")
 
         options = onnxruntime.SessionOptions()
         if threads:
@@ -60,9 +58,13 @@ class OnnxModel:
 
 
 def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads: int | None = None,
-                        say: Any = print, max_tokens: int | None = None, trust_user_dir: bool = False) -> Any:
+                        say: Any = print, max_tokens: int | None = None, trust_user_dir: bool = False,
+                        backend: str = "auto") -> Any:
     """A Predictor whose model is the export's onnxruntime session when it matches the run's model and is
-    faster on the CPU (else the run's PyTorch model, said so); raises UserError when parity fails."""
+    faster on the CPU (else the run's PyTorch model, said so); raises UserError when parity fails.
+    ``backend`` "onnxruntime" or "pytorch" pins the choice (after the same parity check); "auto" times both."""
+    if backend not in ("auto", "onnxruntime", "pytorch"):
+        raise ValueError(f"backend must be auto, onnxruntime or pytorch, not {backend!r}")
     from xdpx.export.parity import ParityError, check_parity, parity_batches, real_samples
     from xdpx.serve.predictor import load_predictor, timed_logits
 
@@ -86,7 +88,7 @@ def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads:
 
     torch_seconds = timed_logits(predictor, samples)[1]
     onnx_seconds = timed_logits(predictor, samples, model=onnx_model)[1]
-    faster = onnx_seconds < torch_seconds
+    faster = onnx_seconds < torch_seconds if backend == "auto" else backend == "onnxruntime"
     say(f"x-serve: {ONNX_FILE} matches the run's model ({report.describe()}); {len(samples)} samples take "
         f"{onnx_seconds * 1000:.1f} ms with onnxruntime, {torch_seconds * 1000:.1f} ms with PyTorch: serving with "
         f"{'onnxruntime' if faster else 'PyTorch (the faster here)'}")

@@ -3,7 +3,7 @@
 For users who expect TensorBoard; x-viz stays the way to compare runs by samples seen. Scalars go to
 save_dir/tensorboard as ``train/<column>`` and ``valid/<column>`` at the update number. On resume the
 writer purges the events after the resumed update, so the curves read like the tsv logs.
-Needs the ``tensorboard`` package (``pip install xdpx[tensorboard]``).
+Needs the ``tensorboard`` package (``pip install 'xdpx[tensorboard]'``).
 """
 
 from __future__ import annotations
@@ -12,21 +12,18 @@ import math
 from typing import Any
 
 from xdpx import io
+from xdpx.utils.optional import require
 
 TENSORBOARD_DIR = "tensorboard"
 SKIPPED = ("epoch", "step")
-
-
-def tensorboard_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("tensorboard") is not None
 
 
 class TensorBoardMirror:
     """Writes each log row as scalars (numbers only; empty cells skipped)."""
 
     def __init__(self, save_dir: str, purge_step: int | None = None) -> None:
+        # x-train's config check says the same before any work; this covers a resume or a direct use
+        require("tensorboard", "tensorboard: true")
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(io.join(save_dir, TENSORBOARD_DIR), purge_step=purge_step)

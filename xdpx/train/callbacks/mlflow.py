@@ -19,6 +19,7 @@ from xdpx import io
 from xdpx.config.options import Option, Rule
 from xdpx.io.credentials import redact, unmask
 from xdpx.train.callbacks import Callback, RunInfo, callbacks
+from xdpx.utils.optional import installed, missing_message, require
 
 SAVE_DIR_TAG = "xdpx.save_dir"
 STORE_FILE, ARTIFACT_DIR = "mlflow.db", "mlflow-artifacts"
@@ -27,12 +28,6 @@ STORE_FILE, ARTIFACT_DIR = "mlflow.db", "mlflow-artifacts"
 UNLOGGED_OPTIONS = ("mlflow_tracking_uri",)
 MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value
 PARAMS_PER_BATCH = 100
-
-
-def _mlflow_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("mlflow") is not None
 
 
 def tracking_uri(args: Any) -> str:
@@ -58,7 +53,7 @@ class MlflowCallback(Callback):
         Option("mlflow_run_name", str, default=None, doc="MLflow run name (null: the save_dir folder name)"),
         Option("mlflow_log_weights", bool, default=False,
                doc="also upload the weights checkpoints kept at the end (checkpoint-<step>.pt) as artifacts"),
-        Rule(lambda a: _mlflow_installed(), "callbacks: [mlflow] needs MLflow: pip install xdpx[mlflow]",
+        Rule(lambda a: installed("mlflow"), missing_message("mlflow", "callbacks: [mlflow]"),
              keys=("callbacks",)),
         Rule(lambda a: a.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "://" not in str(a.save_dir),
              "callbacks: [mlflow] keeps its default store in a local save_dir: set mlflow_tracking_uri for a "
@@ -82,7 +77,7 @@ class MlflowCallback(Callback):
     def on_train_start(self, run: RunInfo) -> None:
         if not run.is_main:
             return
-        from mlflow.tracking import MlflowClient
+        MlflowClient = require("mlflow.tracking", "callbacks: [mlflow]").MlflowClient  # noqa: N806
 
         a = self.args
         self.client = client = MlflowClient(tracking_uri(a))
