@@ -10,11 +10,12 @@ and the x-script tools call it.
 
 from __future__ import annotations
 
+import re
 import sys
 import traceback
 from typing import Any
 
-from xdpx.command import COMMON_OPTIONS, commands, get_command, usage
+from xdpx.command import COMMON_OPTIONS, commands, get_command, scripts, usage
 from xdpx.config.errors import ConfigError
 from xdpx.config.loader import load_config
 from xdpx.config.options import resolve
@@ -24,6 +25,7 @@ from xdpx.io.credentials import redact
 from xdpx.io.ownership import recording
 from xdpx.io.retry import StoreUnavailableError
 from xdpx.registry import load_user_dir
+from xdpx.utils.cpu_load import choose_wait_policy
 from xdpx.utils.distributed_utils import get_world_size, is_master
 
 STDIN = "-"  # a config file argument that means: read the config from standard input
@@ -137,10 +139,18 @@ def run_chain(argv: list[str]) -> int:
     if name is not None:
         print(usage(name), end="")
         return 0
+    if any(token in HELP_FLAGS for token in argv):  # `python -m xdpx --help`: no command named yet
+        print("usage: python -m xdpx COMMAND CONFIG [CONFIG ...] [--dry] [x-OTHER CONFIG ...]\n\ncommands: "
+              f"{', '.join(sorted(commands.names()))} (COMMAND --help for one of them)")
+        return 0
     try:
         steps, dry = split_chain(argv)
     except ConfigError as e:
         return _error("", e, EXIT_CONFIG)
+    # before torch loads OpenMP: on cores other processes hold, its threads should sleep, not spin
+    note = None if dry else choose_wait_policy()
+    if note:
+        print(f"note: {note}")
     for name, files in steps:
         for path in files:
             command = get_command(name)
@@ -179,3 +189,54 @@ def script_main(command_name: str, argv: list[str]) -> int:
         print(f"usage: x-script {command_name} config.hjson [--dry]   (options: x-script options {command_name})")
         return 2
     return run_chain([command_name] + argv)
+
+
+# A flag in a usage line: `--out`, `-n`; `-KEYWORD` (capitals) stands for words a tool takes with a dash.
+_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+
+
+def script_usage(name: str) -> str | None:
+    """The usage line of an x-script tool: the ``USAGE`` string of the module that registers it (e.g.
+    ``usage: x-script clean_checkpoints ROOT [--dry]``); None for a tool that declares none."""
+    usage_line = getattr(sys.modules.get(scripts.get(name).__module__), "USAGE", None)
+    return usage_line if isinstance(usage_line, str) else None
+
+
+def tool_usage(name: str) -> str:
+    """What ``x-script NAME --help`` prints: the tool's docstring and usage line; a config-driven tool (an
+    export) also gets its command's usage (options, --dry)."""
+    doc = " ".join((scripts.get(name).__doc__ or "").split())
+    text = f"x-script {name}: {doc}\n" if doc else f"x-script {name}\n"
+    usage_line = script_usage(name)
+    if usage_line:
+        text += f"\n{usage_line}\n"
+    return text + ("\n" + usage(name) if name in commands else "")
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def check_tool_words(name: str, argv: list[str]) -> None:
+    """Refuse, before an x-script tool runs, every word starting with ``-`` that is not a flag its usage line
+    names: a tool never takes ``-n`` or a mistyped ``--out`` for a path or a name (it used to write a folder
+    named ``-n``). Also accepted: ``-`` alone, negative numbers (a value such as ``--positive -1``), and any
+    word with one dash when the usage line shows ``-KEYWORD`` (aggregate_results' keywords to leave out).
+    A config-driven tool (an export) is checked by the chain itself (``split_chain``)."""
+    if name in commands:
+        return
+    usage_line = script_usage(name) or ""
+    declared = _FLAG.findall(usage_line)
+    flags = {f for f in declared if not f.lstrip("-").isupper()}
+    free = any(f.lstrip("-").isupper() for f in declared)
+    for word in argv:
+        if not word.startswith("-") or word == STDIN or _is_number(word) or (free and not word.startswith("--")):
+            continue
+        if word not in flags:  # `--steps=3` too: the tools take a flag's value as the next word
+            known = ", ".join(sorted(flags)) or "none"
+            raise ConfigError(f"unknown flag {word!r} (flags of x-script {name}: {known}; a path that starts "
+                              f"with '-' is written ./{word}); {usage_line or f'see x-script {name} --help'}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from xdpx.chain import HELP_FLAGS, STDIN, resolve_runs, run_chain, split_chain
-from xdpx.command import commands, scripts, usage
+from xdpx.chain import HELP_FLAGS, STDIN, check_tool_words, resolve_runs, run_chain, split_chain, tool_usage
+from xdpx.command import scripts
 from xdpx.config.errors import ConfigError
 from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 from xdpx.io.credentials import redact
@@ -77,19 +77,12 @@ def x_script(argv: list[str] | None = None) -> int:
         print(tool_usage(name), end="")
         return 0
     try:
+        check_tool_words(name, rest)  # nor a word starting with '-' (a mistyped flag) for a path
         code = scripts.get(name)(rest)
     except (ConfigError, UserError) as e:
         print(f"x-script {name}: error: {redact(str(e))}", file=sys.stderr)
         return EXIT_CONFIG if isinstance(e, ConfigError) else EXIT_FAILED
     return int(code or 0)
-
-
-def tool_usage(name: str) -> str:
-    """What ``x-script NAME --help`` prints: the tool's docstring; a config-driven tool (an export) also
-    gets its command's usage (options, --dry)."""
-    doc = " ".join((scripts.get(name).__doc__ or "").split())
-    text = f"x-script {name}: {doc}\n" if doc else f"x-script {name}\n"
-    return text + ("\n" + usage(name) if name in commands else "")
 
 
 def x_script_entry() -> None:

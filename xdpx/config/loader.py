@@ -16,7 +16,7 @@ The language (docs/config.md has the full guide with examples):
 - ``__ignore__``: keys inherited from parents that the child drops.
 - Merging is by top-level key: a dict value given by the child replaces the parent's whole dict.
 
-Nothing here executes code from a config: hjson is data (DESIGN invariant 2).
+Nothing here executes code from a config: hjson is data (invariant 2 of docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -91,6 +91,31 @@ def find_config_file(path: str, base_dir: str | None = None) -> str:
                 return candidate + ext
     tried = [c + e for c in dict.fromkeys(candidates) for e in EXTENSIONS]
     raise ConfigFileNotFound(f"config file {path!r} not found (tried {', '.join(tried)})", tried)
+
+
+def folder_above_holding(relative: str, file: str, extensions: tuple[str, ...] = EXTENSIONS) -> str | None:
+    """The nearest folder above the (local) config ``file``'s own folder from which the relative path
+    ``relative`` exists, with one of ``extensions``; None if none does. It points a user who ran a command
+    from another folder at the one their relative paths were written for (they resolve from the cwd)."""
+    if _is_absolute(relative) or "://" in file or file.startswith("<") or os.path.isabs(relative):
+        return None
+    folder = os.path.dirname(os.path.abspath(file))
+    while os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+        if folder != os.getcwd() and any(os.path.exists(os.path.join(folder, relative + e)) for e in extensions):
+            return folder
+    return None
+
+
+def wrong_folder_hint(key: str, relative: str, file: str, extensions: tuple[str, ...] = EXTENSIONS) -> str:
+    """`` It exists from FOLDER: ...`` when ``relative`` (the value of ``key``) names a file or folder seen from a
+    folder above ``file`` rather than from the working directory; empty otherwise."""
+    folder = folder_above_holding(relative, file, extensions)
+    if folder is None:
+        return ""
+    return (f" It exists from {folder}: relative paths of options such as {key} are relative to the working "
+            f"directory ({os.getcwd()}), not to the config's folder; run the command from {folder} (cd {folder}), "
+            f"or write {key} as an absolute path")
 
 
 def read_config_file(path: str) -> Any:
@@ -286,6 +311,9 @@ def _missing_parent(written: str, spec: str, file: str, scope: _Layer, error: Co
     line = (f"{file}: key '__parent__': {written!r}{resolved}: config file {spec!r} not found (tried "
             f"{', '.join(error.tried)}{where}).")
     if "data_dir" in names:
+        moved = wrong_folder_hint("data_dir", spec, file)
+        if moved:  # the data is there, seen from another folder: the fix is where the command runs
+            return line + moved
         return (f"{line} data_dir must be the output folder of x-prepro (it writes meta.hjson there): run x-prepro "
                 f"with this data_dir first, or fix data_dir in {scope.sources.get('data_dir', file)}")
     return f"{line} Fix the path (the extension .hjson / .json may be left out)"

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import xdpx.io as xio
+from xdpx.errors import UserError
 
 _COMMANDS = (
     "exists", "isdir", "isfile", "listdir", "glob", "size", "last_modified", "md5", "is_writable",
@@ -69,6 +70,10 @@ def _call(name: str, argv: list[str]) -> Any:
     required = [p for p in params if p.default is inspect.Parameter.empty]
     if not len(required) <= len(argv) <= len(params):
         raise UsageError(f"{name} takes {_usage_args(fn)} (got {len(argv)} argument(s))")
+    for p, v in zip(params, argv):  # x-io takes no flags: a word starting with '-' is a mistyped flag, not a path
+        if v.startswith("-") and v != "-" and hints.get(p.name, str) not in (bool, int, float):
+            raise UsageError(f"unknown flag {v!r}: x-io {name} takes {_usage_args(fn)} and no flags (a path that "
+                             f"starts with '-' is written ./{v})")
     args = [_convert(v, hints.get(p.name, str), p.name) for p, v in zip(params, argv)]
     return fn(*args)
 
@@ -123,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in _COMMANDS:
         print(f"x-io: error: unknown command {name!r}; run 'x-io --help' for the list", file=sys.stderr)
         return 2
-    if args and args[0] in ("-h", "--help"):
+    if any(a in ("-h", "--help") for a in args):
         fn = _function(name)
         print(f"usage: x-io {name} {_usage_args(fn)}\n\n{_plain(inspect.getdoc(fn) or '')}")
         return 0
@@ -141,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
 def _describe(e: BaseException) -> str:
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
         text = f"{e.strerror}: {e.filename}"
+    elif isinstance(e, UserError):  # its message is written for the user already (e.g. a missing backend)
+        text = str(e)
     else:
         text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     return " ".join(str(xio.redact(text)).split())  # one line

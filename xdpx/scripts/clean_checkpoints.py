@@ -16,14 +16,15 @@ from typing import Any
 
 from xdpx import io
 from xdpx.command import script
+from xdpx.config.errors import ConfigError
 from xdpx.errors import UserError
 from xdpx.io.ownership import RUN_MARKER, is_run_dir
 
 _FULL_STATE = re.compile(r"^state-(\d+)\.pt$")
 
 
-def plan(save_dir: str) -> tuple[set[int], list[str]]:
-    """(steps kept, paths to delete) of one run."""
+def plan(save_dir: str) -> tuple[set[int], list[str], int | None]:
+    """(steps kept, paths to delete, the best checkpoint's step or None) of one run."""
     from xdpx.models.checkpoints import list_checkpoints, read_index
     from xdpx.viz.runs import read_run
 
@@ -31,6 +32,7 @@ def plan(save_dir: str) -> tuple[set[int], list[str]]:
     checkpoints = list_checkpoints(save_dir)
     steps = {step for step, _ in checkpoints}
     keep: set[int] = set()
+    best: int | None = None
     if steps:
         keep.add(max(steps))
         metric = run.major_metric or "loss"
@@ -38,15 +40,27 @@ def plan(save_dir: str) -> tuple[set[int], list[str]]:
         scored = [(int(r["step"]), r[metric]) for r in run.valid
                   if int(r["step"]) in steps and isinstance(r.get(metric), (int, float)) and r[metric] == r[metric]]
         if scored:
-            best = min(scored, key=lambda s: (s[1] if lower else -s[1], s[0]))
-            keep.add(best[0])
+            best = min(scored, key=lambda s: (s[1] if lower else -s[1], s[0]))[0]
+            keep.add(best)
     for name in read_index(save_dir).values():
-        if isinstance(name, str) and (m := re.match(r"^checkpoint-(\d+)\.pt$", name)):
+        # a name whose file is gone keeps nothing (saying "keep update 4" of a missing file would mislead)
+        if isinstance(name, str) and (m := re.match(r"^checkpoint-(\d+)\.pt$", name)) and int(m.group(1)) in steps:
             keep.add(int(m.group(1)))
     delete = [path for step, path in checkpoints if step not in keep]
     delete += [io.join(save_dir, name) for name in io.listdir(save_dir)
                if (m := _FULL_STATE.match(name)) and int(m.group(1)) not in keep]
-    return keep, sorted(delete)
+    return keep, sorted(delete), best
+
+
+def describe_kept(keep: set[int], best: int | None) -> str:
+    """What is kept, in words: ``keep checkpoints of update 650, 660``; said plainly when there is no best
+    (no evaluation scored a saved checkpoint) or no checkpoint at all."""
+    if not keep:
+        return "no checkpoint to keep (the run saved none)"
+    kept = f"keep checkpoints of update {', '.join(str(s) for s in sorted(keep))}"
+    if best is None:
+        kept += " (no best: no evaluation of the major metric scored a saved checkpoint; the last is kept)"
+    return kept
 
 
 def clean(root: str, dry: bool = False, out: Any = None) -> int:
@@ -60,17 +74,19 @@ def clean(root: str, dry: bool = False, out: Any = None) -> int:
             print(f"{save_dir}: skipped, not a run directory of x-train (no {RUN_MARKER} marker, no args.py with "
                   "its state or train.log.tsv): its files are left alone", file=out)
             continue
-        keep, delete = plan(save_dir)
+        keep, delete, best = plan(save_dir)
         size = sum(io.size(p) for p in delete)
         freed += size
-        kept = ", ".join(str(s) for s in sorted(keep)) or "none"
-        print(f"{save_dir}: keep checkpoints of update {kept}; {'would delete' if dry else 'delete'} "
+        print(f"{save_dir}: {describe_kept(keep, best)}; {'would delete' if dry else 'delete'} "
               f"{len(delete)} file(s), {size:,} bytes", file=out)
         for path in delete:
             print(f"  {'would remove' if dry else 'remove'} {io.basename(path)}", file=out)
             if not dry:
                 io.remove(path)
     return freed
+
+
+USAGE = "usage: x-script clean_checkpoints ROOT [--dry]"
 
 
 @script("clean_checkpoints")
@@ -80,9 +96,7 @@ def main(argv: list[str]) -> int:
     dry = "--dry" in argv
     roots = [a for a in argv if a != "--dry"]
     if len(roots) != 1:
-        from xdpx.config.errors import ConfigError
-
-        raise ConfigError("usage: x-script clean_checkpoints ROOT [--dry]")
+        raise ConfigError(USAGE)
     if not io.isdir(roots[0]):
         raise UserError(f"clean_checkpoints: {roots[0]} is not a folder")
     freed = clean(roots[0], dry)

@@ -12,6 +12,7 @@ from typing import Any
 from xdpx import io
 from xdpx.chain import resolve_runs
 from xdpx.command import script
+from xdpx.config.errors import ConfigError
 from xdpx.errors import UserError
 from xdpx.io.credentials import redact
 
@@ -48,13 +49,14 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, An
     return found
 
 
+USAGE = "usage: x-script diff_params A B (each a run directory or an x-train config file)"
+
+
 @script("diff_params")
 def main(argv: list[str]) -> int:
     """Options that differ between two runs, or a run and an x-train config: x-script diff_params A B."""
     if len(argv) != 2:
-        from xdpx.config.errors import ConfigError
-
-        raise ConfigError("usage: x-script diff_params A B (each a run directory or an x-train config file)")
+        raise ConfigError(USAGE)
     found = differences(resolved_options(argv[0]), resolved_options(argv[1]))
     if not found:
         print(f"no differences between {argv[0]} and {argv[1]}")

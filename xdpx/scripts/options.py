@@ -112,11 +112,14 @@ def option_table(command_name: str, choices: dict[str, Any], exclude: set[str] |
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
+USAGE = "usage: x-script options COMMAND [key: value ...], e.g. x-script options x-train model: re2"
+
+
 @script("options")
 def main(argv: list[str]) -> int:
     """Print the option table of a command: x-script options x-train [model: re2 ...]."""
     if not argv:
-        raise ConfigError("usage: x-script options COMMAND [key: value ...], e.g. x-script options x-train model: re2")
+        raise ConfigError(USAGE)
     print(f"## {argv[0]}" + (f" ({' '.join(argv[1:])})" if argv[1:] else ""))
     print()
     print(option_table(argv[0], parse_choices(argv[1:])), end="")

@@ -75,6 +75,9 @@ def builtin_commands() -> list[str]:
     return [n for n in commands.names() if getattr(commands.get(n), "__module__", "").startswith("xdpx.")]
 
 
+USAGE = "usage: x-script options_docs [DIR] [--check]   (DIR: docs/options)"
+
+
 @script("options_docs")
 def main(argv: list[str]) -> int:
     """Write (or with --check, verify) docs/options/<command>.md for every built-in command."""

@@ -33,8 +33,11 @@ def is_profile_dir(path: str) -> bool:
         return False
 
 
+USAGE = "usage: x-script profile CONFIG [--steps N] [--out DIR]"
+
+
 def _parse(argv: list[str]) -> tuple[str, int, str]:
-    usage = "usage: x-script profile CONFIG [--steps N] [--out DIR]"
+    usage = USAGE
     config, steps, out = None, 5, None
     i = 0
     while i < len(argv):

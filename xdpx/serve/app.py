@@ -1,4 +1,4 @@
-"""The x-serve routes as a Starlette app: POST /predict, GET /health, /ready, /metrics, /openapi.json.
+"""The x-serve routes as a Starlette app: POST /predict, GET /health, /ready, /metrics, /openapi.json, /docs.
 
 Starlette rather than FastAPI: the body of /predict must be read under a size limit and parsed with
 limits on depth and number length *before* anything validates it, which FastAPI's declared bodies
@@ -17,13 +17,13 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from xdpx.serve.batching import Batcher, Overloaded
 from xdpx.serve.limits import Limits, RequestError, parse_inputs, read_body
 from xdpx.serve.metrics import CLIENT_CLOSED, Metrics, MetricsMiddleware
-from xdpx.serve.openapi import openapi_document
+from xdpx.serve.openapi import docs_page, openapi_document
 from xdpx.serve.predictor import BadInput
 
 
@@ -97,9 +97,14 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
     async def openapi(request: Request) -> Response:
         return JSON(schema)
 
+    page = docs_page(schema)
+
+    async def docs(request: Request) -> Response:
+        return HTMLResponse(page)
+
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(404, f"no such path {request.url.path!r}: use POST /predict, GET /health, /ready, "
-                          "/metrics or /openapi.json")
+                          "/metrics, /openapi.json or /docs")
 
     async def wrong_method(request: Request, exc: Exception) -> Response:
         return error(405, f"{request.method} {request.url.path} is not served (see GET /openapi.json)")
@@ -111,7 +116,8 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
         await state.batcher.stop()
 
     app = Starlette(routes=[Route("/predict", predict, methods=["POST"]), Route("/health", health),
-                            Route("/ready", ready), Route("/metrics", metrics), Route("/openapi.json", openapi)],
+                            Route("/ready", ready), Route("/metrics", metrics), Route("/openapi.json", openapi),
+                            Route("/docs", docs)],
                     exception_handlers={404: not_found, 405: wrong_method}, lifespan=lifespan)
     wrapped = MetricsMiddleware(app, state.metrics)
     wrapped.state = state  # the runner reports state.answered when the server stops

@@ -60,7 +60,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description="Predict with a run directory of x-train (or an ONNX export of one), interactively\n"
                     "(one input per line in the run's training format, `quit` ends) or over HTTP with --port\n"
                     "(uvicorn + Starlette: POST /predict a JSON list of inputs; GET /health, /ready, /metrics,\n"
-                    "/openapi.json). See docs/inference.md.",
+                    "/openapi.json, /docs). See docs/inference.md.",
         epilog="example:\n  x-serve outputs/runs/reviews_cnn --port 8080\n"
                "  curl -d '[\"很好\"]' http://127.0.0.1:8080/predict      # from another terminal",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -104,6 +104,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="on SIGTERM, seconds to finish the requests in flight before giving up on them (default %(default)s)")
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes, each with its own copy of the model, sharing the port (default %(default)s)")
+    # A mistyped flag is named, before argparse would report only the missing SAVE_DIR or take it for one.
+    flags = parser._option_string_actions
+    for word in argv:
+        if word.startswith("-") and len(word) > 1 and not word[1:2].isdigit() and word.split("=")[0] not in flags \
+                and not any(flag.startswith(word.split("=")[0]) for flag in flags if flag.startswith("--")):
+            parser.error(f"unknown flag {word!r} (a SAVE_DIR that starts with '-' is written ./{word})")
     return parser.parse_args(argv)
 
 

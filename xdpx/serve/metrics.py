@@ -19,7 +19,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-ROUTES = ("/predict", "/health", "/ready", "/metrics", "/openapi.json")
+ROUTES = ("/predict", "/health", "/ready", "/metrics", "/openapi.json", "/docs")
 # The status a request is counted with when the client closed its connection before the answer (nginx's
 # "client closed request"): the answer never left, and the server did nothing wrong.
 CLIENT_CLOSED = 499

@@ -1,7 +1,10 @@
-"""The OpenAPI 3.1 document of x-serve, served at GET /openapi.json (written out: the routes are few)."""
+"""The OpenAPI 3.1 document of x-serve, served at GET /openapi.json (written out: the routes are few), and
+the page of GET /docs that shows it to a person."""
 
 from __future__ import annotations
 
+import json
+from html import escape
 from typing import Any
 
 _ERROR = {"description": "", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
@@ -55,3 +58,36 @@ def openapi_document(limits: Any, labels: list[str]) -> dict[str, Any]:
             ]},
         }},
     }
+
+
+def docs_page(document: dict[str, Any]) -> str:
+    """GET /docs: the routes of ``document`` as one self-contained HTML page (no script, no stylesheet from a
+    CDN: Swagger UI's assets cannot be fetched on an offline machine), with a link to /openapi.json for
+    tools that read the document itself (Swagger UI or Redoc elsewhere, code generators)."""
+    info = document.get("info", {})
+    parts = [f"<h1>{escape(info.get('title', 'x-serve'))}</h1>", f"<p>{escape(info.get('description', ''))}</p>",
+             '<p>The OpenAPI document: <a href="/openapi.json">/openapi.json</a> (OpenAPI '
+             f"{escape(document.get('openapi', ''))}). Each route below, with what it answers.</p>"]
+    for path, methods in document.get("paths", {}).items():
+        for method, operation in methods.items():
+            parts.append(f'<h2 id="{escape(method + path)}"><code>{escape(method.upper())} {escape(path)}</code>: '
+                         f"{escape(operation.get('summary', ''))}</h2>")
+            body = operation.get("requestBody", {}).get("content", {})
+            for media, content in body.items():
+                parts.append(f"<p>Body ({escape(media)}):</p><pre>{_schema_text(content.get('schema'))}</pre>")
+            rows = "".join(f"<tr><td>{escape(status)}</td><td>{escape(answer.get('description', ''))}</td></tr>"
+                           for status, answer in operation.get("responses", {}).items())
+            parts.append(f"<table><tr><th>status</th><th>answer</th></tr>{rows}</table>")
+    schemas = document.get("components", {}).get("schemas", {})
+    if schemas:
+        parts.append("<h2>Schemas</h2>")
+        parts += [f"<h3>{escape(name)}</h3><pre>{_schema_text(schema)}</pre>" for name, schema in schemas.items()]
+    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
+             "pre{background:#f4f4f4;padding:.5em;overflow:auto}td,th{border:1px solid #ccc;padding:.2em .5em}"
+             "table{border-collapse:collapse}")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(info.get("title", ""))} '
+            f"API</title><style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
+
+
+def _schema_text(schema: Any) -> str:
+    return escape(json.dumps(schema, indent=2, ensure_ascii=False))

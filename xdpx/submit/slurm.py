@@ -3,6 +3,7 @@ then ``sbatch --parsable`` (queue it and read the job id)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -27,8 +28,8 @@ def _sbatch(sbatch: str, args: list[str]) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run([sbatch, *args], capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired as e:
-        raise UserError(f"sbatch did not answer within {e.timeout:.0f} s: is slurmctld reachable "
-                        "(`scontrol ping`)? Nothing was submitted") from None
+        raise UserError(f"sbatch did not answer within {e.timeout:.0f} s: Slurm's controller may not be reachable "
+                        "(check with `sinfo` or `scontrol ping`); nothing was submitted") from None
 
 
 def check_request(sbatch: str, script: str) -> None:
@@ -40,9 +41,28 @@ def check_request(sbatch: str, script: str) -> None:
     result = _sbatch(sbatch, ["--test-only", script])
     if result.returncode != 0:
         reason = _slurm_message(result)
+        unreachable = controller_problem(sbatch)
+        if unreachable:  # the environment, not the request: exit 1 (docs/submit.md)
+            raise UserError(f"Slurm is not reachable from this machine: `sbatch --test-only` failed ({reason}) and "
+                            f"so does `sinfo` ({unreachable}). Check with `sinfo` (it lists the partitions once the "
+                            "controller answers) or `scontrol ping`; run x-submit on a login node of the cluster, or "
+                            "point SLURM_CONF at its slurm.conf; nothing was submitted")
         raise ConfigError(f"Slurm cannot run this job: {reason}. Ask for what the partition has "
                           "(`sinfo -o '%P %D %c %m %G'` lists nodes, CPUs, memory (MB) and GPUs per partition); "
                           "nothing was submitted")
+
+
+def controller_problem(sbatch: str) -> str | None:
+    """Why Slurm's controller does not answer ``sinfo`` (its message), or None when it answers. A refusal
+    of ``sbatch --test-only`` is about the request only when the cluster itself can be asked."""
+    sinfo = shutil.which("sinfo") or os.path.join(os.path.dirname(sbatch), "sinfo")
+    try:
+        result = subprocess.run([sinfo, "-h", "-o", "%P"], capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        return f"{sinfo} is not installed"
+    except subprocess.TimeoutExpired:
+        return "no answer within 60 s"
+    return None if result.returncode == 0 else _slurm_message(result)
 
 
 def submit(sbatch: str, script: str) -> str:

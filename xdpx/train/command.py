@@ -11,7 +11,7 @@ from typing import Any
 from xdpx import io
 from xdpx.command import Command, commands
 from xdpx.config.errors import ConfigError
-from xdpx.config.loader import Config
+from xdpx.config.loader import Config, wrong_folder_hint
 from xdpx.config.options import Args
 from xdpx.io.credentials import redact
 
@@ -41,10 +41,12 @@ class TrainCommand(Command):
             return config
         where = "" if io.is_remote(data_dir) or io.abspath(data_dir) == data_dir else \
             f" ({io.abspath(data_dir)}: a relative data_dir is relative to the working directory)"
-        raise ConfigError(f"{config.sources.get('data_dir', config.file)}: key 'data_dir': {data_dir!r}{where} holds "
-                          "no meta.hjson: data_dir must be the output folder of x-prepro (it writes meta.hjson there): "
+        source = config.sources.get("data_dir", config.file)
+        moved = wrong_folder_hint("data_dir", io.join(data_dir, "meta.hjson"), source, ("",))
+        raise ConfigError(f"{source}: key 'data_dir': {data_dir!r}{where} holds no meta.hjson" + (f".{moved}" if moved else (
+                          ": data_dir must be the output folder of x-prepro (it writes meta.hjson there): "
                           "run x-prepro with this data_dir first, or fix data_dir; inherit its data facts with "
-                          "__parent__: ${data_dir}/meta")
+                          "__parent__: ${data_dir}/meta")))
 
     def run(self, args: Args, dry: bool = False) -> None:
         from xdpx.config.errors import ConfigError

@@ -1,6 +1,6 @@
 """The x-tune command: check the three files, open (or create) the study, run trials, write the outputs.
 
-``x-tune tune.hjson --dry`` prints the space, a few sampled trial configs and the plan (which step each
+``x-tune tune.hjson --dry`` prints the space, the values trials 0-2 will run and the plan (which step each
 assessment happens at), and writes nothing.
 """
 
@@ -21,7 +21,7 @@ from xdpx.io.ownership import Output, is_run_dir
 from xdpx.tune.plan import CONFIGS_DIR, TRIALS_PREFIX, build_plan, config_dir_of
 from xdpx.tune.study import (
     STUDY_DB,
-    build_sampler,
+    ask_new_trial,
     hyperband_rungs,
     open_storage,
     pruner_spec,
@@ -87,7 +87,7 @@ def space_signature(plan: Any) -> str:
 
 
 def describe_plan(plan: Any) -> str:
-    """The space, a few sampled trial configs and the assessment plan (what ``--dry`` prints)."""
+    """The space, the values of trials 0-2 and the assessment plan (what ``--dry`` prints)."""
     import optuna
 
 
@@ -95,14 +95,7 @@ def describe_plan(plan: Any) -> str:
     a = plan.args
     lines = ["# search space:"]
     lines += [f"#   {p.name}: {p.describe()}" for p in plan.params]
-    study = optuna.create_study(direction=plan.direction, sampler=build_sampler("random", a.seed))
-    lines.append(f"# {DRY_SAMPLES} sampled trial configs (random; the study's tuner is {a.tuner}):")
-    for n in range(DRY_SAMPLES):
-        trial = study.ask(plan.distributions())
-        values = plan.trial_values(trial.params)
-        plan.trial_args(values, f"{a.save_dir}/trial_{n}")  # each one checked like any x-train config
-        lines.append(f"#   trial {n}: " + ", ".join(f"{k}={v!r}" for k, v in values.items()))
-        study.tell(trial, 0.0)
+    lines += dry_trials(plan)
     spec = pruner_spec(a, plan.total_updates)
     rungs = hyperband_rungs(spec)
     lines.append(f"# plan: {a.max_trials} trials, {a.parallel_runs or 'one per GPU (or 1)'} at once; a trial runs "
@@ -134,6 +127,33 @@ def describe_plan(plan: Any) -> str:
 
     lines.append(f"# storage: {storage_url(a.storage, a.save_dir)}, study {a.study_name!r}")
     return redact("\n".join(lines))
+
+
+def dry_trials(plan: Any) -> list[str]:
+    """The values trials 0 .. DRY_SAMPLES-1 of a new study will run, drawn the way the runner draws them
+    (ask_new_trial: seed + trial number, no repeated configuration) on an empty in-memory study, each checked
+    like any x-train config. No result of an earlier trial changes these draws: the random tuner ignores
+    results and TPE draws its first 10 trials at random (Optuna's n_startup_trials). Only a trial retried
+    before trial 2 is asked (its process died) would take one of these numbers with its original's values."""
+    import optuna
+
+    from xdpx.tune.sampling import SpaceExhausted, taken_configs
+
+    a = plan.args
+    space = plan.distributions()
+    study = optuna.create_study(direction=plan.direction)
+    lines = [f"# the values of trials 0-{DRY_SAMPLES - 1} of a new study in {a.save_dir} (tuner {a.tuner}, seed "
+             f"{a.seed}: trial n is drawn with seed + n):"]
+    for n in range(DRY_SAMPLES):
+        try:
+            trial = ask_new_trial(study, a.tuner, a.seed, space, taken_configs(study.get_trials(deepcopy=False), space))
+        except SpaceExhausted:
+            lines.append(f"#   (the search space has only {n} configuration(s))")
+            break
+        values = plan.trial_values(trial.params)
+        plan.trial_args(values, f"{a.save_dir}/trial_{n}")  # each one checked like any x-train config
+        lines.append(f"#   trial {n}: " + ", ".join(f"{k}={v!r}" for k, v in values.items()))
+    return lines
 
 
 def quiet_optuna() -> None:

@@ -1,6 +1,6 @@
 """The keys of tune.hjson, declared once (docs/options/x-tune is generated from this list).
 
-The manual's keys keep their names and meaning; the additions (pruner, storage, study_name, seed,
+The original XDPX's keys keep their names and meaning; the additions (pruner, storage, study_name, seed,
 heartbeat_interval, max_retries) say so in their doc. How each maps onto Optuna: docs/tune.md.
 """
 
@@ -35,8 +35,8 @@ TUNE_OPTIONS: list[Any] = [
     Option("pruner", str, default=lambda a: "percentile" if a.cull_keep_ratio > 0.5 else "hyperband",
            default_doc="hyperband (percentile when cull_keep_ratio > 0.5)", choices=PRUNERS,
            doc="(addition) how trials are stopped early: hyperband (Optuna's HyperbandPruner), "
-               "successive_halving (SuccessiveHalvingPruner), percentile (PercentilePruner: the manual's "
-               "linear culling, keeping cull_keep_ratio of the trials at every assessment) or none"),
+               "successive_halving (SuccessiveHalvingPruner), percentile (PercentilePruner: the original "
+               "XDPX's linear culling, keeping cull_keep_ratio of the trials at every assessment) or none"),
     Option("assess_interval", int, validate=at_least(1),
            doc="updates between two assessments of a trial (its evaluations happen every assess_interval "
                "updates of the base config's batch size: the trial's eval_interval)"),

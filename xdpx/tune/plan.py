@@ -157,23 +157,18 @@ def build_plan(args: Args) -> TunePlan:
     return TunePlan(args, params, base, base_args, update_size, updates or args.assess_start_step)
 
 
-def absolute_paths(args: Args, values: dict[str, Any]) -> dict[str, Any]:
-    """Local relative paths of path options made absolute, so the config runs from any folder."""
-    out = dict(values)
-    for name, value in values.items():
-        option = args.option(name)
-        if option is not None and (option.path or name in ("data_dir", "save_dir")) and isinstance(value, str) \
-                and value and not io.is_remote(value) and not os.path.isabs(value):
-            out[name] = os.path.abspath(value)
-    return out
-
-
-def write_train_config(args: Args, path: str, extra: dict[str, Any] | None = None) -> None:
+def write_train_config(args: Args, path: str, about: str) -> None:
     """The options of ``args`` that differ from their defaults, as an hjson x-train runs as is; a credential
-    in a value is written masked (the trials get it from x-tune's environment: run_study)."""
+    in a value is written masked (the trials get it from x-tune's environment: run_study).
+
+    Paths stay as the base config wrote them: a relative data_dir stays relative. XDPX reads a relative
+    option path from the working directory, wherever the config file lives (docs/config.md), so this file
+    names the same files as the base config when run from the folder x-tune ran in, and diff_params
+    between the two shows only what the trial changed. The first lines say so (``about``: what the file is)."""
     import hjson
 
-    values = absolute_paths(args, {**args.non_defaults(), **(extra or {})})
-    values = {name: redact(value) for name, value in values.items()}
+    values = {name: redact(value) for name, value in args.non_defaults().items()}
+    header = (f"# {about}\n# x-train it from {redact(os.getcwd())}, where x-tune ran: relative paths are relative to "
+              "the working directory, as in the base config\n")
     with io.open(path, "w") as f:
-        f.write(hjson.dumps(values, indent=2, ensure_ascii=False) + "\n")
+        f.write(header + hjson.dumps(values, indent=2, ensure_ascii=False) + "\n")

@@ -94,7 +94,9 @@ def write_outputs(plan: TunePlan, study: Any) -> Any:
         if best is not None:
             folder = io.join(save_dir, "best_retrain")
             args = plan.trial_args(plan.trial_values(best.params), folder)
-            write_train_config(args, io.join(save_dir, BEST_CONFIG_FILE))
+            write_train_config(args, io.join(save_dir, BEST_CONFIG_FILE),
+                               f"the best trial of study {study.study_name!r} so far: trial {best.number}, "
+                               f"{plan.base_args.major_metric} {best.value:.6g}; retrained into {folder}")
         plot_overview(plan, trials, best, io.join(save_dir, OVERVIEW_FILE))
     return best
 

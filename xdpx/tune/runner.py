@@ -23,7 +23,7 @@ from xdpx.config.errors import ConfigError
 from xdpx.tune.locking import storage_lock
 from xdpx.tune.plan import TunePlan, trial_config_path, trial_dir, write_train_config
 from xdpx.tune.reporter import PRUNED_ATTR, TRIAL_ENV
-from xdpx.tune.study import OVER_BUDGET, build_sampler, counted_trials, pruner_spec
+from xdpx.tune.study import OVER_BUDGET, ask_new_trial, build_sampler, counted_trials, pruner_spec
 
 ERROR_ATTR = "error"
 CONSOLE_FILE = "console.txt"  # a trial's stdout and stderr, in its folder
@@ -133,8 +133,7 @@ class StudyRunner:
                              f"new trial (max_trials {args.max_trials} cannot be reached)")
                 return None
             # trial n is drawn with seed + n: its number comes from the storage, so no two workers share it
-            study = self.study(build_sampler(args.tuner, args.seed, space, taken))
-            trial = study.ask(space)
+            trial = ask_new_trial(study, args.tuner, args.seed, space, taken)
             trials = study.get_trials(deepcopy=False)
             ahead = [t for t in counted_trials(trials) if t.number < trial.number]
             if len(ahead) >= args.max_trials:  # only where the lock is this process's (a database other
@@ -167,7 +166,7 @@ class StudyRunner:
             return self._finish(trial, TrialState.FAIL, error=f"invalid sampled config: {e}")
         config_path = trial_config_path(plan.args.save_dir, number)
         io.makedirs(io.dirname(config_path))
-        write_train_config(trial_args, config_path)
+        write_train_config(trial_args, config_path, f"x-tune trial {number} of study {self.study_name!r}")
         self.say(f"trial {number} starts: {', '.join(f'{k}={v!r}' for k, v in values.items())} -> {folder}")
         with get_heartbeat_thread(trial._trial_id, self.storage):
             code, tail = self._train(trial, config_path, folder, slot)

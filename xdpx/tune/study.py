@@ -141,7 +141,7 @@ def build_pruner(spec: dict[str, Any]) -> Any:
     if kind == "none":
         return NopPruner()
     if kind == "percentile":
-        # the manual's culling: from assess_start_step, every assess_interval, keep cull_keep_ratio
+        # the original XDPX's culling: from assess_start_step, every assess_interval, keep cull_keep_ratio
         return PercentilePruner(100 * spec["keep"], n_startup_trials=spec["min_ref"],
                                 n_warmup_steps=spec["min_resource"], interval_steps=spec["interval"])
     factor = reduction_factor(spec["keep"])
@@ -160,6 +160,14 @@ def build_sampler(tuner: str, seed: int, space: dict[str, Any] | None = None, ta
     from xdpx.tune.sampling import TrialSeededSampler
 
     return TrialSeededSampler(tuner, seed, space, taken)
+
+
+def ask_new_trial(study: Any, tuner: str, seed: int, space: dict[str, Any], taken: set[Any]) -> Any:
+    """The study's next trial, drawn as every worker draws it: trial n with ``seed + n``, never one of the
+    ``taken`` configurations. The runner reserves trials through it, and ``x-tune --dry`` shows the first
+    ones through it on an empty in-memory study, so what --dry prints is what trials 0, 1, 2 run."""
+    study.sampler = build_sampler(tuner, seed, space, taken)
+    return study.ask(space)
 
 
 def hyperband_rungs(spec: dict[str, Any]) -> list[int]:
