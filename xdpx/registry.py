@@ -36,7 +36,7 @@ class Registry:
     """Maps names to components of one family.
 
     ``modules`` lists the modules that define the built-in components; they are imported on the
-    first lookup, not at import time, so importing xdpx stays cheap (DESIGN invariant 9).
+    first lookup, not at import time, so importing xdpx stays cheap (invariant 9 of docs/architecture.md).
     """
 
     def __init__(self, family: str, modules: tuple[str, ...] = ()) -> None:

@@ -125,7 +125,7 @@ def test_import_has_no_side_effects():
 
 
 def test_no_eval_or_exec_in_the_package():
-    # Parse every module and look for calls to the builtins eval/exec/compile (DESIGN invariant 2).
+    # Parse every module and look for calls to the builtins eval/exec/compile (invariant 2 of docs/architecture.md).
     root = Path(__file__).resolve().parents[2] / "xdpx"
     offenders = []
     for path in root.rglob("*.py"):

@@ -22,7 +22,7 @@ def x_pred(tmp_path: Path, **config: object) -> int:
 
 
 def read_pred(path: Path, header: bool = True) -> pd.DataFrame:
-    # exactly as the seed manual shows it; keep_default_na off so a text such as "NA" stays text
+    # exactly as the original XDPX's manual shows it; keep_default_na off so a text such as "NA" stays text
     return pd.read_csv(path, sep="\t", header=0 if header else None, quoting=csv.QUOTE_NONE, keep_default_na=False)
 
 

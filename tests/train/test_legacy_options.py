@@ -1,4 +1,4 @@
-"""Old configs: the manual's misspelt eval_interval_warmup_mutiplier and its apex-era fp16 options."""
+"""Old configs: the original XDPX's misspelt eval_interval_warmup_mutiplier and its apex-era fp16 options."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How tune.hjson's keys become Optuna pruners: the manual's linear culling (percentile), and min_ref
+"""How tune.hjson's keys become Optuna pruners: the original XDPX's linear culling (percentile), and min_ref
 holding back any pruning until enough trials ran to the end. In-memory studies, no training."""
 
 from __future__ import annotations

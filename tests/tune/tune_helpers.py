@@ -33,7 +33,7 @@ def write_json(path: Path, data: Any) -> Path:
 
 def write_study(root: Path, data_dir: Path, space: dict[str, Any] | None = None,
                 base: dict[str, Any] | None = None, **tune: Any) -> Path:
-    """train.hjson, space.hjson and tune.hjson in ``root`` (relative names, as the manual writes them)."""
+    """train.hjson, space.hjson and tune.hjson in ``root`` (relative names, as the original XDPX's manual writes them)."""
     root.mkdir(parents=True, exist_ok=True)
     write_json(root / "train.hjson", {"__parent__": "${data_dir}/meta", "data_dir": str(data_dir),
                                       "save_dir": str(root / "unused"), **BASE, **(base or {})})

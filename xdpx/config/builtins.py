@@ -1,7 +1,7 @@
 """Built-in variables for configs: ``${__date__}``, ``${__gpus__}``, ``${__bf16__}``, ...
 
 Each is computed on first use only, so a config that does not mention ``__gpus__`` never imports
-torch for it (DESIGN invariant 9: ``--dry`` stays fast).
+torch for it (invariant 9 of docs/architecture.md: ``--dry`` stays fast).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A small hjson reader tuned for config files written on one line as well as many.
 
-Why not hjson-py alone: in hjson a quoteless string runs to the end of the line, so the seed manual's
+Why not hjson-py alone: in hjson a quoteless string runs to the end of the line, so the original XDPX's manual's
 one-line examples (``{save_dir: outputs/run.lr${learning_rate} }``, ``{a: [x, y]}``) do not parse.
 This reader accepts all hjson that configs use (optional root braces, optional commas, ``#``, ``//``
 and ``/* */`` comments, quoted and ``'''`` multi-line strings, quoteless keys and values) with one

@@ -1,4 +1,4 @@
-"""The on-disk format of a split: memory-mapped, one file pair per field (DESIGN invariant 6).
+"""The on-disk format of a split: memory-mapped, one file pair per field (invariant 6 of docs/architecture.md).
 
 Token fields (``input_ids``, ``tokens``, ...): ``{split}.{field}.bin`` holds every sample's ids back to
 back in the narrowest integer type that fits the vocabulary; ``{split}.{field}.idx`` holds a header

@@ -1,7 +1,7 @@
 """Load a finished (or running) x-train run for export: its options, processor, task and weights.
 
 The same loader as x-eval / x-pred / x-serve (:func:`xdpx.inference.loading.load_model`): everything comes
-from the run directory (DESIGN invariant 1), weights from ``<best>`` / ``<last>`` or a path, every key of
+from the run directory (invariant 1 of docs/architecture.md), weights from ``<best>`` / ``<last>`` or a path, every key of
 the run's own checkpoint must fit. Exports always load on the CPU.
 """
 

@@ -1,6 +1,6 @@
 """Options shared by x-eval and x-pred: how the model is loaded and how raw data is read.
 
-Names, types and defaults follow the seed manual's "验证/预测" section (from_tf arrives with BERT).
+Names, types and defaults follow the original XDPX's manual's "验证/预测" section (from_tf arrives with BERT).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def compile_module(module: torch.nn.Module, say: Callable[[str], Any] = print) -
     if all(p.device.type == "cpu" for p in module.parameters()):
         # Inductor's CPU kernels for index_put/scatter with accumulation (an embedding's backward) add in
         # parallel, in an order that changes from run to run; in deterministic mode it calls torch's own
-        # kernels there, so a resumed run stays bit for bit (DESIGN invariant 4 is promised on the CPU).
+        # kernels there, so a resumed run stays bit for bit (invariant 4 of docs/architecture.md is promised on the CPU).
         # Filling new tensors with NaN is a debugging aid of that mode that costs time: left off.
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]

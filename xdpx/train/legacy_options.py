@@ -1,7 +1,7 @@
 """Mixed-precision options of the original manual that old configs still carry.
 
 XDPX trains fp16 with torch autocast and its own dynamic loss scaler (xdpx/train/precision.py), which is
-what the manual's `fp16_backend: fairseq` did; apex is not used. These keys are accepted so that old
+what the original XDPX's `fp16_backend: fairseq` did; apex is not used. These keys are accepted so that old
 configs run unchanged, and x-train prints what each given value maps to.
 """
 

@@ -1,4 +1,4 @@
-"""Random-number state: derived seeds (DESIGN invariant 5) and the capture of every generator.
+"""Random-number state: derived seeds (invariant 5 of docs/architecture.md) and the capture of every generator.
 
 Init comes from ``seed``; the data order from (seed, epoch) (xdpx/train/batching.py); step randomness
 such as dropout from (seed, num_updates): :func:`seed_step` reseeds torch before each update, so an

@@ -1,6 +1,6 @@
 """Reading a run directory for plots and tools: args.py, train.log.tsv, valid.log.tsv, checkpoints.
 
-Everything is read from save_dir alone (DESIGN invariant 1); nothing here imports torch.
+Everything is read from save_dir alone (invariant 1 of docs/architecture.md); nothing here imports torch.
 """
 
 from __future__ import annotations
