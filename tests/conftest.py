@@ -3,7 +3,9 @@ through s3fs) and a real PostgreSQL server (initdb + pg_ctl on 127.0.0.1, a free
 not ask for ``s3_endpoint`` / ``s3_root`` / ``postgres_url`` never start them.
 
 CI sets XDPX_REQUIRE_POSTGRES=1 (.ci/run installs PostgreSQL): there a missing server or driver fails
-the PostgreSQL tests instead of skipping them."""
+the PostgreSQL tests instead of skipping them. It also sets XDPX_REQUIRE=all: every ``pytest.importorskip``
+of an optional package the suite relies on (moto, onnxruntime, transformers, ...) fails instead of
+skipping when the package is missing (tests/optional_components.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import optional_components
 import pytest
 
 from xdpx.cli import run_chain
@@ -24,6 +27,13 @@ from xdpx.io import testing
 from xdpx.io.testing import fake_aws_env, free_port, start_moto_server, unavailable, use_s3_endpoint
 
 BUCKET = "xdpx-io-test"
+# every test's pytest.importorskip goes through XDPX_REQUIRE (looked up at call time, so this covers the
+# module-level calls of test files collected later too)
+pytest.importorskip = optional_components.importorskip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    optional_components.required_components()  # an unknown name in XDPX_REQUIRE stops the session at once
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -46,9 +46,16 @@ def weights(save_dir: Path) -> dict[str, torch.Tensor]:
     ("bert_pretrain", "daily_pretrain", {"loss": "mlm_sop"}, "sop_accuracy"),
 ])
 def test_every_bert_model_trains_with_x_train(request, tmp_path, model, data, config, metric):
-    save_dir = train(tmp_path, request.getfixturevalue(data), model=model, major_metric=metric, **config)
+    save_dir = train(tmp_path, request.getfixturevalue(data), model=model, major_metric=metric, eval_interval=1,
+                     **config)
     row = last_eval(save_dir)
     assert row["step"] == "6" and 0.0 <= abs(float(row[metric])) <= 1.0
+    with open(save_dir / "valid.log.tsv") as f:
+        losses = [float(r["loss"]) for r in csv.DictReader(f, delimiter="\t")]
+    # the model learns: the dev loss (same dev set, no dropout: without updates it would repeat exactly) falls
+    # by 0.5% or more and ends below the first evaluation (6 updates: reviews 0.6954 -> 0.6894 -> 0.6945, MLM
+    # 9.947 -> 9.858 steadily)
+    assert len(losses) == 6 and min(losses[1:]) < 0.995 * losses[0] and losses[-1] < losses[0], losses
     if model in ("bert_lm", "bert_pretrain"):
         assert float(row["mlm_perplexity"]) > 1.0 and 0.0 <= float(row["mlm_accuracy"]) <= 1.0
     from xdpx.config.writers import read_args
@@ -147,13 +154,22 @@ def test_whole_word_masking_with_jieba(tmp_path):
     import jieba
 
     words = jieba.lcut(text, HMM=False)
-    for sample_id in range(8):
-        masked, _ = processor.mask(ids, sample_id)
+    assert sum(map(len, words)) == len(ids) - 2 and max(map(len, words)) >= 4  # one id per character here
+    masked_words = 0
+    for sample_id in range(200):
+        masked, target = processor.mask(ids, sample_id)
         flags = (masked == processor.mask_index)[1:-1].tolist()
-        start = 0
+        start, here = 0, 0
         for word in words:  # every word is masked entirely or not at all
             assert len(set(flags[start: start + len(word)])) == 1, (word, flags)
+            here += flags[start]
             start += len(word)
+        # mask_prob of the words, rounded at random: 0.5 x len(words) down or up
+        assert here in (len(words) // 2, -(-len(words) // 2)), (sample_id, here, len(words))
+        masked_words += here
+        chosen = target[1:-1] != -100  # the target keeps the original ids of exactly the masked positions
+        assert chosen.tolist() == flags and (target[1:-1][chosen] == ids[1:-1][chosen]).all()
+    assert abs(masked_words / (200 * len(words)) - 0.5) < 0.03
 
 
 def test_every_evaluation_sees_the_weights_of_its_update(tmp_path, stsb_bert):

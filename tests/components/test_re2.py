@@ -54,7 +54,30 @@ def test_alignment_attends_only_to_real_tokens_of_the_other_text():
     torch.testing.assert_close(aligned_a, aligned_changed)
 
 
-def test_symmetric_prediction_uses_the_absolute_difference():
-    net = build(prediction="symmetric").eval()
-    tokens1, tokens2 = torch.randint(1, 50, (2, 5)), torch.randint(1, 50, (2, 4))
-    assert net(tokens1=tokens1, tokens2=tokens2).shape == (2, 3)
+def with_tied_text_weights(net: torch.nn.Module) -> torch.nn.Module:
+    """The prediction layer's weights for v2 set to those for v1: then only the comparison features
+    (|v1 - v2| or v1 - v2, v1 * v2) can make the output depend on the order of the texts."""
+    weight = net.head.hidden.linear.weight
+    hidden = weight.shape[1] // 4
+    with torch.no_grad():
+        weight[:, hidden: 2 * hidden] = weight[:, :hidden]
+    return net
+
+
+def test_symmetric_prediction_gives_the_same_output_for_either_order():
+    # 'symmetric' features are [v1; v2; |v1 - v2|; v1 * v2]: the blocks treat both texts alike and the
+    # comparison features are order-free, so swapping the texts only swaps v1 and v2. (The v1 and v2
+    # weights of a trained model differ, so the model as trained is not order-invariant; see re2.py.)
+    tokens1 = torch.tensor([[5, 9, 13, 2, 0], [7, 7, 31, 40, 11]])
+    tokens2 = torch.tensor([[21, 3, 8, 0], [4, 17, 6, 0]])  # other lengths and padding than tokens1
+    net = with_tied_text_weights(build(prediction="symmetric", blocks=2).eval())
+    with torch.no_grad():
+        forward, backward = net(tokens1=tokens1, tokens2=tokens2), net(tokens1=tokens2, tokens2=tokens1)
+    assert forward.shape == (2, 3)
+    torch.testing.assert_close(forward, backward, atol=1e-5, rtol=1e-5)
+    assert (forward[0] - forward[1]).abs().max() > 1e-3  # the outputs depend on the texts at all
+    # 'full' with v1 - v2 is order-dependent under the same tying: the check above can tell the two apart
+    full = with_tied_text_weights(build(prediction="full", blocks=2).eval())
+    with torch.no_grad():
+        difference = full(tokens1=tokens1, tokens2=tokens2) - full(tokens1=tokens2, tokens2=tokens1)
+    assert difference.abs().max() > 1e-3

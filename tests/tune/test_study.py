@@ -12,14 +12,27 @@ from tune_helpers import SPACE, load_study, tune, write_json, write_study
 
 from xdpx.cli import run_chain, x_script
 from xdpx.config.writers import read_args
+from xdpx.tune.results import STATE_COLORS
+
+
+def colored(pixels, color: str, alpha: float) -> int:
+    """Pixels of ``color`` drawn with ``alpha`` over white (the solid middle of a curve)."""
+    import numpy as np
+
+    rgb = 1 - alpha * (1 - np.array([int(color[i: i + 2], 16) / 255 for i in (1, 3, 5)]))
+    return int((np.abs(pixels - rgb) <= 0.04).all(axis=-1).sum())
 
 
 @pytest.fixture(scope="module")
 def study(reviews: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """4 trials, 2 at once; batch_size 512 is larger than the 240 training samples: those trials fail."""
+    """4 trials, one at a time; batch_size 512 is larger than the 240 training samples: those trials fail.
+    Successive halving (keep half) prunes a trial worse than an earlier one at a rung (updates 4, 8); one
+    at a time, the trials' order and values are fixed by the seed, so the same trial is pruned every run
+    (several workers at once are tested in test_concurrent_workers.py and test_resume_and_workers.py)."""
     root = tmp_path_factory.mktemp("tune_study")
     space = {**SPACE, "batch_size": {"type": "categorical", "values": [16, 512]}}
-    path = write_study(root, reviews, space=space, save_above_score=0.55, min_ref=0)
+    path = write_study(root, reviews, space=space, save_above_score=0.55, min_ref=0, parallel_runs=1,
+                       pruner="successive_halving")
     assert tune(path) == 0
     return root / "study"
 
@@ -35,7 +48,7 @@ def test_results_table_and_trial_runs(study: Path) -> None:
     assert set(failed["trial"]) == set(table[table["batch_size"] == 512]["trial"]) != set()
     assert all("larger than the training set" in e for e in failed["error"])
     ran = table[table["state"] != "fail"]
-    assert set(ran["state"]) <= {"complete", "pruned"} and len(ran) >= 1
+    assert set(ran["state"]) == {"complete", "pruned"}, list(table["state"])  # a pruned trial is required
     for row in ran.itertuples():
         args = read_args(str(study / f"trial_{row.trial}" / "args.py"))  # args.py holds the sampled values
         assert args["learning_rate"] == pytest.approx(row.learning_rate, rel=1e-5)
@@ -81,6 +94,15 @@ def test_overview_and_tools_on_the_study_folder(study: Path, tmp_path: Path, cap
 
     overview = (study / "overview.png").read_bytes()
     assert overview[:8] == b"\x89PNG\r\n\x1a\n" and len(overview) > 10_000
+    from matplotlib.image import imread
+
+    pixels = imread(str(study / "overview.png"))[..., :3]
+    assert pixels.shape == (600, 1000, 3) and pixels.std() > 0.05  # 10 x 6 inches at 100 dpi, not blank
+    states = list(pd.read_csv(study / "results.tsv", sep="\t")["state"])
+    assert colored(pixels, "#2ca02c", 1.0) > 20  # the best trial's curve and star
+    assert colored(pixels, STATE_COLORS["pruned"], 0.75) > 20  # the pruned trial's curve (required above)
+    complete = colored(pixels, STATE_COLORS["complete"], 0.75)  # complete trials other than the best
+    assert (complete > 20) == (states.count("complete") > 1), (complete, states)
     assert x_script(["aggregate_results", str(study), "-trial_"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     ran = [p for p in sorted(study.glob("trial_*")) if (p / "args.py").exists()]

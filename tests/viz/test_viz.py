@@ -4,15 +4,19 @@ plotting during training (and its failures), the gradient inspector and TensorBo
 from __future__ import annotations
 
 import json
+import signal
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from viz_helpers import read_rows, train
+from viz_helpers import pixels_of_color, png_pixels, read_rows, train
 
 from xdpx.cli import run_chain
 from xdpx.viz.align import Axis
+from xdpx.viz.plots import BEST_COLOR, COLORS, EPOCH_COLOR, plot_metric
 from xdpx.viz.runs import Run, read_run
 
 
@@ -76,6 +80,46 @@ def test_x_viz_draws_every_figure_with_the_reference(two_runs, tmp_path):
     width, height = png_size(plots / "accuracy.png")
     assert (width, height) == (1050, 520)
     assert not (bs32 / "plots").exists()  # references are read, never written
+    # what each picture holds: both runs' curves (valid: opaque; train-only figures: alpha 0.9)
+    for name, alpha in (("accuracy.png", 1.0), ("loss.png", 1.0), ("lr.png", 0.9)):
+        pixels = png_pixels(plots / name)
+        assert pixels.shape == (520, 1050, 3) and pixels.std() > 0.05, name  # not blank
+        plot = pixels[87:465, 80:782]  # inside the axes (plots.py's margins), not the legend's samples
+        main = pixels_of_color(plot, COLORS[0], alpha=alpha)
+        reference = pixels_of_color(plot, COLORS[1], alpha=alpha)
+        assert main > 40 and reference > 20, (name, main, reference)
+        assert pixels_of_color(pixels, COLORS[2]) == 0, name  # two runs: no third series
+    # the main run's two epoch ends: vertical light-red lines (EPOCH_COLOR half transparent) across the plot
+    pixels = png_pixels(plots / "accuracy.png")
+    red = (pixels[..., 0] - pixels[..., 1] > 0.15) & (np.abs(pixels[..., 1] - pixels[..., 2]) < 0.03)
+    columns = np.flatnonzero(red.sum(axis=0) > 0.6 * 520 * (0.835 - 0.105))  # most of the axes' height
+    assert len(columns) and 1 + int((np.diff(columns) > 1).sum()) == 2, columns
+
+
+def test_each_figure_draws_one_series_per_run_and_column(two_runs):
+    runs = [read_run(str(p)) for p in two_runs]
+    axis = Axis(runs[0])
+
+    def lines(figure):
+        ax = figure.axes[0]
+        drawn = [line for line in ax.lines if len(line.get_xdata()) > 1 and line.get_linestyle() != "None"]
+        return {(to_hex(line.get_color()), line.get_linestyle()): len(line.get_xdata()) for line in drawn
+                if to_hex(line.get_color()) != EPOCH_COLOR}
+
+    from matplotlib.colors import to_hex
+
+    loss = plot_metric(axis, runs, "loss", "loss", "loss", "loss")
+    valid16, valid32 = (len(r.valid) for r in runs)
+    train16, train32 = (len([r for r in run.train if "loss" in r]) for run in runs)
+    assert lines(loss) == {(COLORS[0], "-"): valid16, (COLORS[1], "-"): valid32,
+                           (COLORS[0], "--"): train16, (COLORS[1], "--"): train32}
+    best_dots = [line for line in loss.axes[0].lines if to_hex(line.get_color()) == BEST_COLOR]
+    assert len(best_dots) == 2  # each run's best evaluation
+    epochs = [line for line in loss.axes[0].lines if to_hex(line.get_color()) == EPOCH_COLOR]
+    assert len(epochs) == 2  # the main run's two epoch ends
+    accuracy = plot_metric(axis, runs, None, "accuracy", "accuracy", "accuracy")
+    assert lines(accuracy) == {(COLORS[0], "-"): valid16, (COLORS[1], "-"): valid32}
+    assert plot_metric(axis, runs, "no_such_column", None, "x", "x") is None  # nothing to draw: no figure
 
 
 def test_x_viz_glob_plots_each_run_and_svg_works(two_runs, tmp_path):
@@ -138,6 +182,30 @@ def test_tensorboard_event_files_mirror_the_logs(reviews, tmp_path):
     assert np.allclose([v for _, v in train_loss], [v for _, v in expected], rtol=1e-5)
     accuracy = [(e.step, e.value) for e in events.Scalars("valid/accuracy")]
     assert accuracy == [(int(r["step"]), pytest.approx(float(r["accuracy"]))) for r in read_rows(run / "valid.log.tsv")]
+
+
+def test_tensorboard_events_after_the_resumed_update_are_purged(reviews, tmp_path):
+    """Killed at update 13 (last state at update 10, events logged up to 12), then resumed: the events of
+    updates 11-12 written before the kill are dropped, so each step has one value, as in train.log.tsv."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from viz_helpers import write_train_config
+
+    config = write_train_config(tmp_path / "train.hjson", reviews, tmp_path / "run", tensorboard=True, resume=True,
+                                max_epoch=1, eval_interval=5, log_interval=2)
+    runner = [sys.executable, str(Path(__file__).resolve().parents[1] / "train" / "kill_runner.py"), str(config)]
+    assert subprocess.run(runner + ["update", "13"], capture_output=True, timeout=300).returncode == -signal.SIGKILL
+    before = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    before.Reload()
+    assert [e.step for e in before.Scalars("train/loss")][-2:] == [10, 12]  # logged past the last state
+    assert subprocess.run(runner + ["never", "0"], capture_output=True, timeout=300).returncode == 0
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    rows = read_rows(tmp_path / "run" / "train.log.tsv")
+    steps = [e.step for e in events.Scalars("train/loss")]
+    assert steps == [int(r["step"]) for r in rows] == sorted(set(steps)) and 12 in steps
+    assert np.allclose([e.value for e in events.Scalars("train/loss")], [float(r["loss"]) for r in rows], rtol=1e-5)
+    assert [e.step for e in events.Scalars("valid/accuracy")] == [5, 10, 15]
 
 
 def test_x_viz_reads_and_writes_a_remote_run_directory(two_runs, tmp_path):

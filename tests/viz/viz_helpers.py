@@ -37,3 +37,19 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     lines = path.read_text().splitlines()
     header = lines[0].split("\t")
     return [dict(zip(header, line.split("\t"))) for line in lines[1:]]
+
+
+def png_pixels(path: Path) -> Any:
+    """The RGB pixels of a PNG (height x width x 3, floats in [0, 1]), read back with matplotlib."""
+    from matplotlib.image import imread
+
+    return imread(str(path))[..., :3]
+
+
+def pixels_of_color(pixels: Any, color: str, tolerance: float = 0.04, alpha: float = 1.0) -> int:
+    """How many pixels are ``color`` ('#rrggbb', drawn with ``alpha`` over white), each channel within
+    ``tolerance``: the solid middle of a line or marker (its antialiased edges are blends and do not count)."""
+    import numpy as np
+
+    rgb = 1 - alpha * (1 - np.array([int(color[i: i + 2], 16) / 255 for i in (1, 3, 5)]))
+    return int((np.abs(pixels - rgb) <= tolerance).all(axis=-1).sum())
