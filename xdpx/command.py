@@ -40,7 +40,13 @@ scripts = Registry(
         "xdpx.scripts.aggregate_results",
         "xdpx.scripts.diff_params",
         "xdpx.scripts.clean_checkpoints",
+        "xdpx.scripts.average_checkpoints",
         "xdpx.scripts.profile",
+        "xdpx.scripts.confusion_matrix",
+        "xdpx.scripts.bce_threshold",
+        "xdpx.scripts.diff_meta",
+        "xdpx.scripts.diff_data",
+        "xdpx.scripts.prune_heads",
         "xdpx.scripts.export_torchscript",
         "xdpx.scripts.export_onnx",
         "xdpx.scripts.export_hf",
@@ -142,5 +148,9 @@ example:
 
 
 def script(name: str) -> Callable[[Callable[[list[str]], int | None]], Callable[[list[str]], int | None]]:
-    """Register an x-script tool: a function taking its argv and returning an exit code (or None)."""
+    """Register an x-script tool: a function taking its argv and returning an exit code (or None).
+
+    The tool's module declares its usage line as ``USAGE = "usage: x-script NAME ARGS [--flag] [--key VALUE]"``:
+    ``x-script NAME --help`` prints it under the docstring, and the dispatcher (xdpx.chain.check_tool_words)
+    refuses any word starting with ``-`` that the line does not name, before the tool runs."""
     return scripts.register(name)

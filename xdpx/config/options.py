@@ -19,6 +19,7 @@ options, checks a config against what is active and returns :class:`Args`.
 from __future__ import annotations
 
 import difflib
+import sys
 import types
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ class Option:
     children: ``{value: [options]}`` or ``[(predicate, [options])]``: options a value switches on.
     registry: the value names a component of that registry; its ``options`` switch on.
     path: 'input' (must exist), 'output' (must be writable) or None; checked for every path kind.
-    aliases: other accepted spellings (the seed manual's, e.g. a misspelt name old configs use);
+    aliases: other accepted spellings (the original XDPX's manual's, e.g. a misspelt name old configs use);
         giving both the name and an alias is an error.
     """
 
@@ -244,6 +245,16 @@ class Args:
 # resolution
 
 
+_NOTICED: set[tuple[str, str]] = set()
+
+
+def alias_notice(where: str, alias: str, name: str) -> None:
+    """One line on stderr, once per file and spelling per process (a config is resolved more than once)."""
+    if (where, alias) not in _NOTICED:
+        _NOTICED.add((where, alias))
+        print(f"{where}: notice: key '{alias}' is read as '{name}', the preferred name: rename it", file=sys.stderr)
+
+
 def resolve(config: dict[str, Any], root: Iterable[Any], group: str, sources: dict[str, str] | None = None,
             check_paths: bool = True, origin: str = "config") -> Args:
     """Check ``config`` against the options that ``root`` switches on; return the arguments.
@@ -282,6 +293,7 @@ def resolve(config: dict[str, Any], root: Iterable[Any], group: str, sources: di
                     config[option.name] = config.pop(alias)
                     if alias in sources:
                         sources[option.name] = sources[alias]
+                    alias_notice(where(option.name), alias, option.name)
             if option.name in config:
                 value = config[option.name]
                 if not _type_ok(option, value):
@@ -396,7 +408,9 @@ def _check_paths(args: Args, declared: dict[str, tuple[Option, str]], where: Cal
             elif option.path == "output" and not io.is_writable(value):
                 errors.append(f"{where(name)}: key '{name}': cannot write to {value!r} (check permissions "
                               "or credentials)")
-        except ValueError as e:  # a path the io layer cannot read at all (an unknown scheme such as foo://)
+        # a path the io layer cannot read at all: an unknown scheme such as foo://, or a scheme whose optional
+        # backend is missing (xdpx.utils.optional.MissingPackage, an ImportError: its message says what to install)
+        except (ValueError, ImportError) as e:
             errors.append(f"{where(name)}: key '{name}': {e}")
     return errors
 

@@ -53,8 +53,8 @@ class Range:
         if isinstance(value, list):
             longest = self.max_items if self.max_items is not None else len(value)
             return self.min_items <= len(value) <= longest and all(self.holds(v) for v in value)
-        if isinstance(value, dict):
-            return all(self.holds(v) for v in value.values())
+        if isinstance(value, dict):  # values may be numbers or lists of them (BERT's pruned_heads)
+            return all(self(v) if isinstance(v, list) else self.holds(v) for v in value.values())
         return self.holds(value)
 
     def _interval(self) -> str:

@@ -2,7 +2,7 @@
 and back: splits -> dataset -> processor.collate -> batches (x-train).
 
 The four component registries live here. Their modules are imported on the first lookup, so importing
-``xdpx.data`` imports neither torch nor tokenizers (DESIGN invariant 9). The contract other parts code
+``xdpx.data`` imports neither torch nor tokenizers (invariant 9 of docs/architecture.md). The contract other parts code
 against is in docs/architecture.md ("Data contract") and docs/prepro.md.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from xdpx.registry import Registry
 
-parsers = Registry("parser", modules=("xdpx.data.parsing",))
-loaders = Registry("loader", modules=("xdpx.data.loading",))
+parsers = Registry("parser", modules=("xdpx.data.parsing", "xdpx.data.tables"))
+loaders = Registry("loader", modules=("xdpx.data.loading", "xdpx.data.mixing"))
 tokenizers = Registry("tokenizer", modules=("xdpx.data.tokenizing",))
 processors = Registry("processor", modules=("xdpx.data.processing", "xdpx.data.bert_processing"))
 

@@ -47,6 +47,12 @@ def json_column(column: str, what: str = "text") -> str:
     line (not its str()), and so is a null label; a number or boolean label is taken (class ids,
     regression targets)."""
     if isinstance(column, JsonValue) and (what == "text" or column.kind == "null"):
+        if column.source == "table":
+            if what == "text":
+                raise BadLine(f"{column.field} is empty, not a text" if column.kind == "null" else
+                              f"{column.field} holds a {column.kind} ({column}), not a text: check `fields` (or "
+                              "store the column as text)")
+            raise BadLine(f"{column.field} (the label) is empty: give a label, or drop the row")
         shown = str(column) or "null"
         if what == "text":
             raise BadLine(f"{column.field} is a JSON {column.kind} ({shown}), not a string: a text must be a JSON "

@@ -27,7 +27,9 @@ PROCESSING_OPTIONS = [
                "bert_single, bert_pair, bert_lm"),
     Option("tokenizer", str, registry=tokenizers, doc="space, char_zh, bert, jieba, auto"),
     Option("loader", str, registry=loaders, doc="which columns are texts and label: single, pair, corpus"),
-    Option("parser", str, default="csv", registry=parsers, doc="how a line splits into columns: csv, tsv, jsonl, json, lines"),
+    Option("parser", str, default="csv", registry=parsers,
+           doc="how a line splits into columns: csv, tsv, jsonl, json, lines; or the rows of a table: parquet, "
+               "excel, arrow (a datasets save_to_disk folder)"),
     Option("max_len", int, validate=at_least(1),
            doc="longest sample in tokens (BERT processors count [CLS]/[SEP]); longer ones are truncated"),
     Option("min_len", int, default=1, validate=at_least(0),
@@ -39,6 +41,10 @@ PROCESSING_OPTIONS = [
            doc="text: labels are names, the built target map sorts them by frequency; index: labels are "
                "class numbers 0..n-1, sorted by number; regression: labels are numbers (e.g. STS-B scores), "
                "stored as floats, no target map"),
+    Option("target_unk", str, default=None,
+           doc="a class for labels missing from the target map (e.g. 'other'): they are encoded as this class, "
+               "counted in x-prepro's log, instead of stopping as bad lines; added at the end of a target map "
+               "built from the data, and must be a line of a given target_map_file. null: such labels are errors"),
     Rule(lambda a: a.min_len <= a.max_len, "min_len is larger than max_len: every sample would be dropped",
          keys=("min_len", "max_len")),
 ]

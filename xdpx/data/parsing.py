@@ -70,14 +70,15 @@ class JsonValue(str):
 
     kind: str
     field: str
+    source: str  # "JSON", or "table" for a cell of a Parquet/Excel/Arrow table (xdpx/data/tables.py)
 
-    def __new__(cls, text: str, kind: str, field: str) -> JsonValue:
+    def __new__(cls, text: str, kind: str, field: str, source: str = "JSON") -> JsonValue:
         value = super().__new__(cls, text)
-        value.kind, value.field = kind, field
+        value.kind, value.field, value.source = kind, field, source
         return value
 
     def __reduce__(self) -> tuple[object, ...]:  # keep kind and field when sent to or from a worker process
-        return JsonValue, (str(self), self.kind, self.field)
+        return JsonValue, (str(self), self.kind, self.field, self.source)
 
 
 def _unescape(value: str | None) -> str | None:

@@ -33,6 +33,7 @@ from xdpx.data.worker import encode_job, init_worker, scan_job
 from xdpx.io.credentials import redact
 
 EMBEDDINGS_FILE = "embeddings.npy"
+ID_CHUNK = 1 << 20  # sample ids written a million at a time
 TOKENIZER_JSON = "tokenizer.json"
 
 
@@ -213,7 +214,8 @@ class Prepro:
         if need_map and label_counts:
             label_counts = self.without_headers(label_counts, first_labels)
             try:
-                target_map = TargetMap.build(label_counts, args.target_type, args.get("special_targets") or [])
+                target_map = TargetMap.build(label_counts, args.target_type, args.get("special_targets") or [],
+                                             unk=args.get("target_unk"))
             except BadLine as e:
                 raise PreproError(str(e)) from None
             target_map.save(map_path)
@@ -282,7 +284,8 @@ class Prepro:
         for writer in writers.values():
             writer.close()
         ids = ScalarWriter(os.path.join(stage, f"{split}.id"), "int64")
-        ids.add_many(np.arange(count))
+        for start in range(0, count, ID_CHUNK):  # in pieces: memory stays flat however large the split
+            ids.add_many(np.arange(start, min(count, start + ID_CHUNK)))
         ids.close()
         if target_writer is not None:
             target_writer.close()
@@ -331,10 +334,15 @@ class Prepro:
                  f"skipped {stats['bad_lines']} bad, {stats['too_short']} shorter than min_len, "
                  f"{stats['duplicates']} duplicates; {stats['truncated']} truncated to max_len ({share:.2%}); "
                  f"{stats['tokens']} tokens, {unk:.2%} unknown")
+        if stats["novel_targets"]:
+            self.say(f"{split}: {stats['novel_targets']} sample(s) with a label not in the target map became class "
+                     f"{self.args.target_unk!r} (target_unk)")
         if stats["bad_lines"]:
             self.say(f"warning: {split}: skipped {stats['bad_lines']} bad line(s) of {stats['lines']} "
                      f"({stats['bad_lines'] / max(stats['lines'], 1):.2%}; max_bad_fraction "
                      f"{self.args.max_bad_fraction:g}), the first ones:")
+        for key in sorted(k for k in stats if k.startswith("mixed: ")):  # loader corpus_mix: units per corpus
+            self.say(f"  {key}")
         for key in sorted(k for k in stats if k.startswith("example: "))[:3]:
             self.say(f"  skipped {key[len('example: '):]}")
 

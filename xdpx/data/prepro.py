@@ -57,10 +57,10 @@ PREPRO_OPTIONS = [
            doc="files under data_source: a glob, a list of paths/globs (split = file name without extension), "
                "or a mapping {relative path: split name}"),
     Option("data_dir", str, path="output", doc="where the processed data goes"),
-    Option("vocab_file", str, default=None, path="input", children={None: VOCAB_BUILD_OPTIONS},
+    Option("vocab_file", str, default=None, path="input", children={None: VOCAB_BUILD_OPTIONS}, aliases=("vocab",),
            doc="a predefined vocabulary (one token per line; the BERT vocab.txt for tokenizer: bert); "
                "null: built from the train splits"),
-    Option("target_map_file", str, default=None, path="input", children={None: TARGET_MAP_OPTIONS},
+    Option("target_map_file", str, default=None, path="input", children={None: TARGET_MAP_OPTIONS}, aliases=("target_map",),
            doc="a predefined target map (one label per line); null: built from the labels of the data"),
     Option("pretrained_embeddings", str, default=None, path="input",
            doc="word vectors in text format; writes data_dir/embeddings.npy in vocabulary order"),

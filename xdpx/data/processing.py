@@ -42,7 +42,7 @@ class Processor:
         self.dictionary = Dictionary.load(io.join(data_dir, VOCAB_FILE), args.pad_word, args.unk_word)
         target_map_path = io.join(data_dir, TARGET_MAP_FILE)
         self.target_type = args.get("target_type", "text")
-        self.target_map = TargetMap.load(target_map_path) \
+        self.target_map = TargetMap.load(target_map_path, args.get("target_unk")) \
             if self.target_type != "regression" and io.exists(target_map_path) else None
         self.tokenizer = tokenizers.get(args.tokenizer)(args, io.join(data_dir, VOCAB_FILE))
         self.max_len, self.min_len = args.max_len, args.get("min_len", 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
 from xdpx import io
@@ -65,38 +66,70 @@ def first_columns(parser: Any, record: Any) -> list[str] | None:
         return None
 
 
+@contextmanager
+def open_records(parser: Any, path: str, digest: Any) -> Iterator[Iterator[tuple[int, Any]]]:
+    """The (number, raw record) pairs of one file. A table parser (xdpx/data/tables.py) opens the path
+    itself (a Parquet file, a workbook, a datasets folder); the others read a byte stream, hashed as read."""
+    if getattr(parser, "reads_paths", False):
+        yield parser.path_records(path, digest)
+        return
+    with io.open(path, "rb") as f:
+        yield parser.records(HashingReader(f, digest, path), path)
+
+
+def file_records(path: str, parser: Any, start_line: int, digest: Any) -> Iterator[tuple[int, Any]]:
+    """The records of one file after the first ``start_line``, without a UTF-8 byte order mark."""
+    with open_records(parser, path, digest) as records:
+        for number, raw in records:
+            if number <= start_line:
+                continue
+            if number == 1 and isinstance(raw, bytes) and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a UTF-8 byte order mark
+            yield number, raw
+
+
+def _split_records(files: list[str], parser: Any, loader: Any, start_line: int, digest: Any,
+                   counts: dict[str, int]) -> Iterator[tuple[str, int, Any]]:
+    """(file, number, raw) of a split: its files one after the other, or mixed (loader corpus_mix)."""
+    if getattr(loader, "mixes", None) is not None and loader.mixes(files):
+        for path in files:
+            digest.update(io.basename(path).encode() + b"\0")
+        yield from loader.mixed_records(files, parser, start_line, digest, counts)
+        return
+    for path in files:
+        digest.update(io.basename(path).encode() + b"\0")
+        for number, raw in file_records(path, parser, start_line, digest):
+            yield path, number, raw
+
+
 def iter_chunks(files: list[str], parser: Any, loader: Any, start_line: int, remove_duplicate: bool,
                 digest: Any, counts: dict[str, int]) -> Iterator[tuple[str, Layout, list[tuple[int, Any]]]]:
     """(file, layout, records) chunks of the split's files in order; duplicates dropped here. The layout
-    (labelled or not, number of columns) is that of the file's first record that parses."""
+    (labelled or not, number of columns) is that of the file's first record that parses. A chunk holds
+    records of one file: a mixed split changes file often, and a chunk ends there."""
     seen: set[int] = set()
-    for path in files:
-        digest.update(io.basename(path).encode() + b"\0")
-        layout: Layout | None = None
-        chunk: list[tuple[int, Any]] = []
-        with io.open(path, "rb") as f:
-            for number, raw in parser.records(HashingReader(f, digest, path), path):
-                if number <= start_line:
-                    continue
-                if number == 1 and isinstance(raw, bytes) and raw.startswith(b"\xef\xbb\xbf"):
-                    raw = raw[3:]  # a UTF-8 byte order mark
-                counts["lines"] += 1
-                if layout is None and raw:
-                    columns = first_columns(parser, raw)
-                    if columns is not None:
-                        layout = loader.layout_of(columns, number)
-                if remove_duplicate and raw:
-                    key = hash(raw if isinstance(raw, bytes) else repr(raw))
-                    if key in seen:
-                        counts["duplicates"] += 1
-                        continue
-                    seen.add(key)
-                chunk.append((number, raw))
-                if len(chunk) >= CHUNK_LINES:
-                    yield path, layout or UNKNOWN_LAYOUT, chunk
-                    chunk = []
-        if chunk:
-            yield path, layout or UNKNOWN_LAYOUT, chunk
+    layouts: dict[str, Layout] = {}
+    chunk: list[tuple[int, Any]] = []
+    chunk_path = ""
+    for path, number, raw in _split_records(files, parser, loader, start_line, digest, counts):
+        if chunk and (path != chunk_path or len(chunk) >= CHUNK_LINES):
+            yield chunk_path, layouts.get(chunk_path) or UNKNOWN_LAYOUT, chunk
+            chunk = []
+        chunk_path = path
+        counts["lines"] += 1
+        if path not in layouts and raw:
+            columns = first_columns(parser, raw)
+            if columns is not None:
+                layouts[path] = loader.layout_of(columns, number)
+        if remove_duplicate and raw:
+            key = hash(raw if isinstance(raw, bytes) else repr(raw))
+            if key in seen:
+                counts["duplicates"] += 1
+                continue
+            seen.add(key)
+        chunk.append((number, raw))
+    if chunk:
+        yield chunk_path, layouts.get(chunk_path) or UNKNOWN_LAYOUT, chunk
 
 
 class WorkerPool:

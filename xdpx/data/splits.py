@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from xdpx import io
+from xdpx.data.tables import is_dataset_folder  # a save_to_disk folder is one input
 
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 
@@ -31,9 +32,9 @@ def _inside(path: str, folder: str) -> bool:
 def _matches(data_source: str, pattern: str, exclude: str | None = None) -> list[str]:
     full = io.join(data_source, pattern)
     if any(c in pattern for c in "*?["):
-        found = [p for p in io.glob(full) if io.isfile(p)]
+        found = [p for p in io.glob(full) if io.isfile(p) or is_dataset_folder(p)]
     else:
-        found = [full] if io.isfile(full) else []
+        found = [full] if io.isfile(full) or is_dataset_folder(full) else []
     # data_dir inside data_source: a recursive glob must not read x-prepro's own outputs as raw data.
     return [p for p in found if not (exclude and _inside(p, exclude))]
 

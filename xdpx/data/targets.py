@@ -9,26 +9,42 @@ from collections.abc import Iterable
 
 from xdpx import io
 from xdpx.data.errors import BadLine
+from xdpx.errors import UserError
+
+
+class NovelTarget(BadLine):
+    """A label that is not in the target map (x-eval's ignore_novel_target skips such lines and counts them)."""
 
 
 class TargetMap:
-    """Class labels <-> class ids."""
+    """Class labels <-> class ids. With ``unk`` (the processing option target_unk, one of ``labels``), a
+    label not in the map is encoded as the class ``unk`` instead of being an error."""
 
-    def __init__(self, labels: Iterable[str]) -> None:
+    def __init__(self, labels: Iterable[str], unk: str | None = None, where: str = "the target map") -> None:
         self.labels = list(labels)
         self.index = {label: i for i, label in enumerate(self.labels)}
         if len(self.index) != len(self.labels):
             raise ValueError("the target map lists a label twice")
+        if unk is not None and unk not in self.index:
+            raise UserError(f"{where}: target_unk {unk!r} is not one of its labels {self.labels[:10]}: add it as a "
+                            "line of target_map_file, or set target_unk to one of the labels")
+        self.unk = unk
 
     @classmethod
-    def load(cls, path: str) -> TargetMap:
+    def load(cls, path: str, unk: str | None = None) -> TargetMap:
         with io.open(path) as f:
-            return cls(line.rstrip("\r\n") for line in f if line.strip())
+            return cls((line.rstrip("\r\n") for line in f if line.strip()), unk, where=path)
+
+    def is_novel(self, label: str) -> bool:
+        """Whether ``label`` is not in the map (it is then the unk class, or an error)."""
+        return label not in self.index
 
     @classmethod
-    def build(cls, counts: Counter[str], target_type: str, special_targets: Iterable[str] = ()) -> TargetMap:
+    def build(cls, counts: Counter[str], target_type: str, special_targets: Iterable[str] = (),
+              unk: str | None = None) -> TargetMap:
         """``special_targets`` first; then, for ``text``, labels by frequency (ties alphabetical); for
-        ``index``, labels by numeric value (they should be 0..n-1)."""
+        ``index``, labels by numeric value (they should be 0..n-1); ``unk`` (target_unk) last when the
+        data does not hold it."""
         special = list(special_targets)
         rest = [label for label in counts if label not in special]
         if target_type == "index":
@@ -38,7 +54,8 @@ class TargetMap:
             rest.sort(key=int)
         else:
             rest.sort(key=lambda label: (-counts[label], label))
-        return cls(special + rest)
+        labels = special + rest
+        return cls(labels + ([unk] if unk is not None and unk not in labels else []), unk)
 
     def save(self, path: str) -> None:
         with io.open(path, "w") as f:
@@ -51,7 +68,10 @@ class TargetMap:
         try:
             return self.index[label]
         except KeyError:
-            raise BadLine(f"label {label!r} is not in the target map {self.labels[:10]}") from None
+            if self.unk is not None:
+                return self.index[self.unk]
+            raise NovelTarget(f"label {label!r} is not in the target map {self.labels[:10]} (target_unk: a class "
+                              "for such labels; x-eval's ignore_novel_target: skip them)") from None
 
 
 # A label of the train splits is rare when seen fewer than max(RARE_LABEL_MIN, RARE_LABEL_SHARE x labelled

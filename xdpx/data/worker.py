@@ -121,6 +121,7 @@ class ChunkWorker:
             if label is not None:
                 try:
                     targets.append(processor.target_of(label))
+                    stats["novel_targets"] += processor.target_map is not None and processor.target_map.is_novel(label)
                 except BadLine as e:
                     located = e.located(f"{job[0]}:{number}", label)
                     if not self.skip_bad:

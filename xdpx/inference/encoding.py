@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from xdpx.data.errors import BadLine, count_skipped, decode_utf8, too_many_bad_lines
+from xdpx.data.targets import NovelTarget
 from xdpx.errors import UserError
 
 _ENCODER: RecordEncoder | None = None  # this process's encoder (set by init_encoder)
@@ -44,6 +45,7 @@ class RecordEncoder:
         self.loader = loaders.get(args.loader)(args)
         self.processor = processors.get(args.processor)(args, data_dir=data_dir)
         self.skip_bad = skip_bad_lines
+        self.ignore_novel = bool(values.get("ignore_novel_target"))  # x-eval: skip labels not in the target map
 
     def encode(self, chunk: tuple[str, Any, list[tuple[int, Any]]]) -> Encoded:
         where, layout, records = chunk
@@ -71,6 +73,11 @@ class RecordEncoder:
             if label is not None:
                 try:
                     fields["target"] = self.processor.target_of(label)
+                except NovelTarget as e:
+                    if not self.ignore_novel:
+                        self._bad(e.located(f"{where}:{number}", label), stats)
+                    stats["novel_targets"] += int(self.ignore_novel)
+                    continue
                 except BadLine as e:
                     self._bad(e.located(f"{where}:{number}", label), stats)
                     continue
@@ -102,17 +109,19 @@ def encode_chunk(chunk: tuple[str, bool, list[tuple[int, Any]]]) -> Encoded:
 
 
 def encode_source(source: Any, run_args: Any, data_dir: str, workers: int | None, skip_bad_lines: bool,
-                  limit: int | None = None, max_bad_fraction: float = 0.0) -> Iterator[Encoded]:
+                  limit: int | None = None, max_bad_fraction: float = 0.0,
+                  ignore_novel_target: bool = False) -> Iterator[Encoded]:
     """The encoded chunks of a raw source, in order; at most ``limit`` samples in all. An input without
     records, or with more than ``max_bad_fraction`` of its lines bad, is a UserError after its last chunk
-    (so a caller writing as chunks arrive discards what it wrote)."""
+    (so a caller writing as chunks arrive discards what it wrote). ``ignore_novel_target``: a record whose
+    label is not in the target map is skipped and counted (``stats["novel_targets"]``), not a bad line."""
     from xdpx.data import loaders, parsers, processors
     from xdpx.data.reading import WorkerPool
 
     if processors.get(run_args.processor).is_corpus:
         raise UserError(f"processor {run_args.processor!r} builds samples from a running corpus: evaluate a "
                         "split of data_dir instead of a raw file")
-    values = run_args.as_dict()
+    values = {**run_args.as_dict(), "ignore_novel_target": ignore_novel_target}
     parser, loader = parsers.get(run_args.parser)(run_args), loaders.get(run_args.loader)(run_args)
     done = 0
     seen: Counter[str] = Counter()

@@ -25,8 +25,8 @@ from xdpx.io.ownership import Output
 EVAL_OPTIONS: list[Any] = [
     Option("valid_subset", str | list[str],
            doc="what to evaluate: split names of the run's data_dir (dev, train...), raw files in the training "
-               "format, Parquet files or SQL tables (sqlite:///x.db?table=t, postgresql://...?table=t); "
-               "one or a list"),
+               "format, tables (Parquet, .xlsx, datasets folders: columns by the names of the run's fields) or SQL "
+               "tables (sqlite:///x.db?table=t, postgresql://...?table=t); one or a list"),
     Option("save_to_file", str, default=None, path="output",
            doc="also write the results to this .tsv (one row per subset: checkpoint, subset, samples, loss, "
                "metrics)"),
@@ -34,6 +34,9 @@ EVAL_OPTIONS: list[Any] = [
            doc="'a': add rows to save_to_file (its columns must match); 'w': replace it"),
     Option("max_eval_steps", int, default=None, validate=at_least(1),
            doc="evaluate at most this many batches of each subset (of the length-sorted order); null: all"),
+    Option("ignore_novel_target", bool, default=False,
+           doc="in raw files, skip the records whose label is not in the run's target map (counted and "
+               "printed) instead of stopping at them as bad lines; see also the processing option target_unk"),
 ]
 
 
@@ -44,15 +47,16 @@ def subset_names(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def locate(name: str, data_dir: str, key: str, where: str) -> Any:
-    """A split name (kept as a str) or the raw source ``name`` names; ConfigError when it is neither."""
+def locate(name: str, data_dir: str, key: str, where: str, run_args: Any = None) -> Any:
+    """A split name (kept as a str) or the raw source ``name`` names (a table's columns picked by the
+    ``fields`` of ``run_args``, the run's options); ConfigError when it is neither."""
     from xdpx.inference.sources import open_raw
     from xdpx.train.checks import available_splits
 
     splits = available_splits(data_dir) if data_dir and io.isdir(data_dir) else []
     if name in splits:
         return name
-    source = open_raw(name)
+    source = open_raw(name, run_args)
     if source is None:
         raise ConfigError(f"{where}: key '{key}': {name!r} is neither a split of the run's data_dir {data_dir} "
                           f"(available: {', '.join(splits) or 'none'}) nor an existing file or an SQL URL")
@@ -66,18 +70,23 @@ def read_subset(loaded: Any, args: Args, subset: Any) -> Any:
 
     if isinstance(subset, str):
         return open_split(loaded.data_dir, subset)
-    samples, skipped = [], 0
+    samples, skipped, novel = [], 0, 0
     for encoded in encode_source(subset, loaded.run_args, loaded.processor.data_dir, args.workers,
-                                 args.skip_bad_lines, max_bad_fraction=args.get("max_bad_fraction", 0.0)):
+                                 args.skip_bad_lines, max_bad_fraction=args.get("max_bad_fraction", 0.0),
+                                 ignore_novel_target=args.ignore_novel_target):
         if encoded.samples and not encoded.labelled:
             raise UserError(f"{subset.name} has no labels (the first record has only the text column(s)): "
                             "x-eval needs labelled data; use x-pred for unlabelled inputs")
         samples.extend(encoded.samples)
         skipped += encoded.stats["bad_lines"]
+        novel += encoded.stats["novel_targets"]
         for key in (k for k in encoded.stats if k.startswith("example: ")):
             print(redact(f"skipped {key[len('example: '):]}"))
     if skipped:
         print(redact(f"{subset.name}: skipped {skipped} bad line(s)"))
+    if novel:
+        print(redact(f"{subset.name}: skipped {novel} record(s) whose label is not in the run's target map "
+                     "(ignore_novel_target)"))
     if not samples:
         raise UserError(f"{subset.name}: no samples to evaluate")
     return SampleList(samples, loaded.processor.fields)
@@ -133,7 +142,7 @@ class EvalCommand(Command):
         check_checkpoint(args)
         where = args.source("valid_subset")
         # a subset is shown, printed and saved by its masked name (an SQL URL may hold a password)
-        subsets = [(redact(name), locate(name, run_args.data_dir, "valid_subset", where))
+        subsets = [(redact(name), locate(name, run_args.data_dir, "valid_subset", where, run_args))
                    for name in subset_names(args.valid_subset)]
         if dry:
             print(f"# model {run_args.model} (task {run_args.task}, loss {run_args.loss}); subsets: "

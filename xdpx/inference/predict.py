@@ -28,8 +28,9 @@ from xdpx.io.ownership import Output
 PRED_OPTIONS: list[Any] = [
     Option("predict_file_map", dict[str, str],
            doc="inputs to predict -> output files: raw files in the training format (with or without labels), "
-               "Parquet files, SQL tables (sqlite:///x.db?table=t, postgresql://...?table=t) or split names "
-               "of the run's data_dir; the outputs are TSV files (numpy .npz with binary: true)"),
+               "tables (Parquet, Excel .xlsx, datasets save_to_disk folders: columns picked by the names of the "
+               "run's fields), SQL tables (sqlite:///x.db?table=t, postgresql://...?table=t) or split names of the "
+               "run's data_dir; the outputs are TSV files (numpy .npz with binary: true)"),
     Option("header", bool, default=True, doc="write the column names as the first line of each TSV"),
     Option("concat_origin", bool, default=True,
            doc="put the input's original columns before the prediction columns (TSV output)"),
@@ -58,6 +59,11 @@ def split_chunks(loaded: Any, split: str, limit: int | None, size: int = 4096) -
         yield Encoded(samples, [int(s["id"]) for s in samples], columns, bool(samples and "target" in samples[0]))
 
 
+def origin_cells(columns: list[str]) -> list[str]:
+    """The input's own columns of a record: a table row picked by the run's fields carries all of them."""
+    return getattr(columns, "origin", columns)
+
+
 class Writer:
     """One output: TSV lines written as chunks arrive (atomic: the file appears when complete), or the
     numpy arrays gathered and saved at the end."""
@@ -80,12 +86,13 @@ class Writer:
             return
         concat = self.args.concat_origin
         if self.width is None:
-            self.width = len(encoded.columns[0]) if concat and encoded.columns else 0
+            self.width = len(origin_cells(encoded.columns[0])) if concat and encoded.columns else 0
             if self.args.header:
                 names = self.origin(self.width, encoded.labelled) if concat else []
                 self.file.write("\t".join(names + self.fmt.names()) + "\n")
         lines = []
         for columns, row in zip(encoded.columns, self.fmt.rows(logits)):
+            columns = origin_cells(columns)
             cells = [escape(c) for c in columns[: self.width]] + [""] * (self.width - len(columns)) if concat else []
             lines.append("\t".join(cells + row))
         if lines:
@@ -133,7 +140,7 @@ class PredictCommand(Command):
         for name, output in args.predict_file_map.items():
             if not io.is_writable(output):
                 raise ConfigError(f"{where}: key 'predict_file_map': cannot write the output {redact(output)!r}")
-            inputs.append((name, locate(name, run_args.data_dir, "predict_file_map", where), output))
+            inputs.append((name, locate(name, run_args.data_dir, "predict_file_map", where, run_args), output))
         if dry:
             for name, source, output in inputs:
                 kind = "split" if isinstance(source, str) else type(source).__name__
@@ -169,8 +176,9 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
             chunks = encode_source(source, run_args, processor.data_dir, args.workers, args.skip_bad_lines,
                                    args.max_predict, args.get("max_bad_fraction", 0.0))
 
-            def origin(width: int, labelled: bool, table: Any = source.column_names) -> list[str]:
-                return origin_names(width, loader, labelled, table)
+            def origin(width: int, labelled: bool, table: Any = source) -> list[str]:
+                # read when the header is written: an Excel or Arrow table names its columns as it is read
+                return origin_names(width, loader, labelled, table.column_names)
         writer = Writer(output, args, fmt, origin) if context.is_main else None
         skipped = 0
         try:

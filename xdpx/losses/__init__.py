@@ -7,4 +7,5 @@ the first lookup, never at ``import xdpx`` time. See docs/architecture.md.
 
 from xdpx.registry import Registry
 
-losses = Registry("loss", modules=("xdpx.losses.classification", "xdpx.losses.regression", "xdpx.losses.mlm"))
+losses = Registry("loss", modules=("xdpx.losses.classification", "xdpx.losses.regression", "xdpx.losses.mlm",
+                                   "xdpx.losses.focal", "xdpx.losses.circle", "xdpx.losses.taylor"))

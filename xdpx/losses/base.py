@@ -50,6 +50,13 @@ class Loss:
         """The loss summed over the batch (a scalar tensor)."""
         raise NotImplementedError
 
+    def state_dict(self) -> dict[str, Any]:
+        """What the loss carries from one training batch to the next (saved in state.pt); most carry nothing."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        """Take back what :meth:`state_dict` returned (None: a state saved before losses had one)."""
+
     def sample_size(self, target: torch.Tensor) -> int:
         """What the summed loss is normalised by: here the number of samples."""
         return int(target.size(0))
@@ -71,3 +78,17 @@ class Loss:
             logs["logits"] = logits.detach()
             logs["target"] = target
         return loss_sum, sample_size, logs
+
+
+def loss_state(task: Any) -> dict[str, Any]:
+    """What the task's loss carries between batches, for state.pt (empty for a task without a ``loss`` or a
+    loss of a user's own that keeps no state)."""
+    state_dict = getattr(getattr(task, "loss", None), "state_dict", None)
+    return state_dict() if callable(state_dict) else {}
+
+
+def restore_loss_state(task: Any, state: dict[str, Any] | None) -> None:
+    """Give the task's loss back what :func:`loss_state` saved (None: a state.pt from before losses had one)."""
+    load_state_dict = getattr(getattr(task, "loss", None), "load_state_dict", None)
+    if callable(load_state_dict) and state is not None:
+        load_state_dict(state)

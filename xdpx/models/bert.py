@@ -22,6 +22,7 @@ the equivalent transformers model. Pretrained loading: xdpx/models/bert_pretrain
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -62,12 +63,14 @@ class BertEmbeddings(nn.Module):
 class BertSelfAttention(nn.Module):
     """query / key / value as three Linear layers (HF's names), applied as one fused matmul."""
 
-    def __init__(self, c: Any) -> None:
+    def __init__(self, c: Any, pruned: Sequence[int] = ()) -> None:
         super().__init__()
-        self.heads, self.head_size = c.num_attention_heads, c.hidden_size // c.num_attention_heads
-        self.query = nn.Linear(c.hidden_size, c.hidden_size)
-        self.key = nn.Linear(c.hidden_size, c.hidden_size)
-        self.value = nn.Linear(c.hidden_size, c.hidden_size)
+        # a pruned layer (pruned_heads, x-script prune_heads) keeps fewer heads of the same size
+        self.heads, self.head_size = c.num_attention_heads - len(set(pruned)), c.hidden_size // c.num_attention_heads
+        inner = self.heads * self.head_size
+        self.query = nn.Linear(c.hidden_size, inner)
+        self.key = nn.Linear(c.hidden_size, inner)
+        self.value = nn.Linear(c.hidden_size, inner)
         self.dropout_p = c.attention_probs_dropout_prob
         self._fused: tuple[tuple[int, ...], torch.Tensor, torch.Tensor] | None = None  # not in the state_dict
 
@@ -98,7 +101,8 @@ class BertSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, first_only: bool = False) -> torch.Tensor:
         """``[B, T, H]`` -> ``[B, T, H]``; with ``first_only``, ``[B, 1, H]``: the first token's query over
         every token's key and value (see :meth:`BertEncoder.forward`)."""
-        b, t, h = x.shape
+        b, t, _ = x.shape
+        h = self.heads * self.head_size  # the hidden size, less the pruned heads
         weight, bias = self.fused_projection()
         dropout_p = self.dropout_p if self.training else 0.0
         if first_only:
@@ -158,10 +162,31 @@ class BertSelfOutput(nn.Module):
 
 
 class BertAttention(nn.Module):
-    def __init__(self, c: Any) -> None:
+    def __init__(self, c: Any, pruned: Sequence[int] = ()) -> None:
         super().__init__()
-        self.self = BertSelfAttention(c)
-        self.output = BertSelfOutput(c, c.hidden_size)
+        self.self = BertSelfAttention(c, pruned)
+        self.output = BertSelfOutput(c, self.self.heads * self.self.head_size)
+
+    def prune_heads(self, heads: Sequence[int]) -> None:
+        """Remove ``heads`` (indices among this layer's current heads): their rows of query/key/value and
+        their columns of the output projection go, so the layer computes exactly what it did with those
+        heads' outputs set to zero."""
+        attention, size = self.self, self.self.head_size
+        keep = [i for i in range(attention.heads) if i not in set(heads)]
+        rows = torch.cat([torch.arange(i * size, (i + 1) * size) for i in keep])
+        with torch.no_grad():
+            for name in ("query", "key", "value"):
+                old = getattr(attention, name)
+                new = nn.Linear(old.in_features, len(rows)).to(old.weight)
+                new.weight.copy_(old.weight[rows])
+                new.bias.copy_(old.bias[rows])
+                setattr(attention, name, new)
+            dense = self.output.dense
+            new = nn.Linear(len(rows), dense.out_features).to(dense.weight)
+            new.weight.copy_(dense.weight[:, rows])
+            new.bias.copy_(dense.bias)
+            self.output.dense = new
+        attention.heads, attention._fused = len(keep), None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, first_only: bool = False) -> torch.Tensor:
         return self.output(self.self(x, mask, first_only), x[:, :1] if first_only else x)
@@ -178,9 +203,9 @@ class BertIntermediate(nn.Module):
 
 
 class BertLayer(nn.Module):
-    def __init__(self, c: Any) -> None:
+    def __init__(self, c: Any, pruned: Sequence[int] = ()) -> None:
         super().__init__()
-        self.attention = BertAttention(c)
+        self.attention = BertAttention(c, pruned)
         self.intermediate = BertIntermediate(c)
         self.output = BertSelfOutput(c, c.intermediate_size)
 
@@ -192,7 +217,8 @@ class BertLayer(nn.Module):
 class BertEncoder(nn.Module):
     def __init__(self, c: Any) -> None:
         super().__init__()
-        self.layer = nn.ModuleList(BertLayer(c) for _ in range(c.num_hidden_layers))
+        pruned = c.get("pruned_heads") or {}  # {"layer": [heads]} (HF's config.json pruned_heads)
+        self.layer = nn.ModuleList(BertLayer(c, pruned.get(str(i), ())) for i in range(c.num_hidden_layers))
         self.gradient_checkpointing = bool(c.get("gradient_checkpointing"))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, first_only: bool = False) -> torch.Tensor:
@@ -357,6 +383,8 @@ class BertBase(Perturbable, nn.Module):
                                            "intermediate_size", "hidden_act", "max_position_embeddings",
                                            "type_vocab_size", "layer_norm_eps", "hidden_dropout_prob",
                                            "attention_probs_dropout_prob", "initializer_range")}}
+        if a.get("pruned_heads"):  # xdpx (and transformers 4) rebuild the smaller layers from it; transformers 5 cannot
+            config["pruned_heads"] = {str(k): list(v) for k, v in a.pruned_heads.items()}
         return config
 
 

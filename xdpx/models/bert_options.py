@@ -53,7 +53,7 @@ def pretrained_config(path: str | None) -> dict[str, Any]:
             from xdpx.config.writers import read_args
 
             saved = read_args(args_file)
-            return {k: saved[k] for k in ARCHITECTURE_DEFAULTS if k in saved}
+            return {k: saved[k] for k in (*ARCHITECTURE_DEFAULTS, "pruned_heads") if k in saved}
     return {}
 
 
@@ -91,6 +91,15 @@ ARCHITECTURE_OPTIONS = [
           validate=in_range(0, 1, high_open=True)),
     _arch("initializer_range", float, "standard deviation of the initial weights (random init)",
           validate=at_least(0)),
+    Option("pruned_heads", dict[str, list[int]], validate=at_least(0),
+           default=lambda a: dict(pretrained_config(a.get("pretrained_model")).get("pruned_heads") or {}),
+           default_doc="{} (or the pretrained model's config.json / the run's args.py)",
+           doc="attention heads removed from each layer, {\"layer\": [heads]} with the original head numbers "
+               "(as Hugging Face's config.json); x-script prune_heads writes it"),
+    Rule(lambda a: all(int(k) < a.num_hidden_layers and len(set(v)) < a.num_attention_heads
+                       and all(h < a.num_attention_heads for h in v) for k, v in (a.get("pruned_heads") or {}).items()),
+         "pruned_heads: a layer is a number below num_hidden_layers, a head below num_attention_heads, and every "
+         "layer keeps at least one head", keys=("pruned_heads",)),
     Rule(lambda a: a.hidden_size % a.num_attention_heads == 0,
          "num_attention_heads must divide hidden_size", keys=("hidden_size", "num_attention_heads")),
     Rule(lambda a: a.max_len <= a.max_position_embeddings if a.get("max_len") else True,

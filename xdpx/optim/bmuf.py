@@ -14,10 +14,14 @@ averaging every global_sync_iter updates. Until ``warmup_iterations`` the proces
 at that update rank 0's weights are broadcast and the optimizer state restarts (or is averaged with
 ``average_sync``). An evaluation is also a block boundary, so every process evaluates and saves the same
 model. fairseq's FairseqBMUF (and the original XDPX's) served as the reference for the options.
+Each sync is counted and timed: with ``say`` (x-train's log) every block sync writes a line to log.txt
+with its number, update and seconds, so a slow interconnect shows up there.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from xdpx.config.options import Option
@@ -43,7 +47,8 @@ class BlockSync:
     """The BMUF state of one process; the trainer calls :meth:`after_update` after every optimizer step
     and :meth:`sync` before an evaluation."""
 
-    def __init__(self, args: Any, module: Any, optimizer: Any, world_size: int) -> None:
+    def __init__(self, args: Any, module: Any, optimizer: Any, world_size: int,
+                 say: Callable[[str], None] | None = None) -> None:
         import torch
 
         self.module, self.optimizer, self.world_size = module, optimizer, world_size
@@ -56,6 +61,8 @@ class BlockSync:
         self.delta = [torch.zeros_like(p) for p in self.params]
         self.initial_optimizer_state = optimizer.state_dict()
         self.last_sync = 0
+        self.syncs = 0  # block syncs so far (the warmup broadcast included), for the log
+        self.say = say
 
     def after_update(self, num_updates: int) -> None:
         """``num_updates``: the updates done, this one included."""
@@ -72,6 +79,7 @@ class BlockSync:
         if num_updates == self.last_sync:
             return
         self.last_sync = num_updates
+        started = time.perf_counter()
         with torch.no_grad():
             # the block's descent of this process, averaged over the processes in one flat all-reduce
             descent = torch.cat([(g - p).reshape(-1) for g, p in zip(self.global_params, self.params)])
@@ -87,11 +95,13 @@ class BlockSync:
                 offset += n
         if self.average_sync:
             self._average_optimizer_state()
+        self._log("block sync", num_updates, started)
 
     def _warmup_sync(self, num_updates: int) -> None:
         import torch
         import torch.distributed as dist
 
+        started = time.perf_counter()
         with torch.no_grad():
             for p, g in zip(self.params, self.global_params):
                 dist.broadcast(p.data, src=0)
@@ -101,6 +111,13 @@ class BlockSync:
         else:
             self.optimizer.load_state_dict(self.initial_optimizer_state)
         self.last_sync = num_updates
+        self._log("warmup broadcast of rank 0's weights", num_updates, started)
+
+    def _log(self, what: str, num_updates: int, started: float) -> None:
+        self.syncs += 1
+        if self.say is not None:
+            self.say(f"BMUF: {what}, sync {self.syncs}, at update {num_updates}: "
+                     f"{time.perf_counter() - started:.3f}s")
 
     def _average_optimizer_state(self) -> None:
         import torch
@@ -113,7 +130,7 @@ class BlockSync:
 
     def state_dict(self) -> dict[str, Any]:
         return {"global_params": [g.clone() for g in self.global_params], "delta": [d.clone() for d in self.delta],
-                "last_sync": self.last_sync}
+                "last_sync": self.last_sync, "syncs": self.syncs}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         import torch
@@ -122,3 +139,4 @@ class BlockSync:
             for mine, saved in zip(self.global_params + self.delta, state["global_params"] + state["delta"]):
                 mine.copy_(saved)
         self.last_sync = state["last_sync"]
+        self.syncs = state.get("syncs", 0)  # states saved before syncs were counted

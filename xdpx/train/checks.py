@@ -39,6 +39,15 @@ def match_subsets(patterns: str | list[str] | None, splits: list[str]) -> tuple[
     return matched, unmatched
 
 
+def without_valid(args: Any, train_splits: list[str]) -> tuple[list[str], list[str]]:
+    """(training splits, the valid splits left out of them): ``exclude_valid_from_train`` drops the
+    valid_subset splits that train_subset's patterns matched too; without it nothing is left out."""
+    if not args.get("exclude_valid_from_train"):
+        return train_splits, []
+    valid = set(subsets(args.valid_subset))
+    return [s for s in train_splits if s not in valid], [s for s in train_splits if s in valid]
+
+
 def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
@@ -97,6 +106,10 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
                         "run x-prepro for it first (and inherit it with __parent__: ${data_dir}/meta)")
     splits = available_splits(data_dir)
     train_splits, unmatched = match_subsets(args.train_subset, splits)
+    train_splits, excluded = without_valid(args, train_splits)
+    if excluded and not train_splits:
+        problems.append(f"{args.source('train_subset')}: key 'train_subset': every split it matches ({excluded}) "
+                        "is a valid_subset split, which exclude_valid_from_train leaves out: nothing to train on")
     if args.lazy_load:  # plain shard names x-prepro has not written yet: training will wait for them
         from xdpx.train.shards import is_pattern
 

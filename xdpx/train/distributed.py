@@ -3,7 +3,7 @@
 torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; the process group uses gloo for CPU tensors and NCCL for
 CUDA tensors. Gradients are summed over ranks by DDP (which averages: the loop multiplies by
 world_size), and the update's sample size is summed with :func:`all_reduce_sum`, so N processes make the
-same update as one process with the N-times-larger batch (DESIGN invariant 8).
+same update as one process with the N-times-larger batch (invariant 8 of docs/architecture.md).
 
 The process group lives as long as the process: it is created by the first run that needs it and kept
 for every later run of a loop or a command chain, then destroyed at exit. Creating it a second time on
@@ -130,13 +130,21 @@ def teardown(context: Context) -> None:
 
 
 def block_sync(args: Any, module: torch.nn.Module, optimizer: Any, context: Context,
-               state: dict[str, Any] | None) -> Any:
-    """BMUF's per-process state (xdpx/optim/bmuf.py) with ``use_bmuf`` and several processes, else None."""
-    if not (args.get("use_bmuf") and context.distributed):
+               state: dict[str, Any] | None, say: Any) -> Any:
+    """BMUF's per-process state (xdpx/optim/bmuf.py) with ``use_bmuf`` and several processes, else None;
+    ``say`` (the run's log) hears whether BMUF is on, and each block sync."""
+    if not args.get("use_bmuf"):
+        return None
+    if not context.distributed:
+        say("use_bmuf: one process, so BMUF is off (it merges the models of several processes)")
         return None
     from xdpx.optim.bmuf import BlockSync
 
-    sync = BlockSync(args, module, optimizer, context.world_size)
+    say(f"use_bmuf: BMUF is on: {context.world_size} processes each train their own copy and sync every "
+        f"{args.global_sync_iter} updates (block_momentum {args.block_momentum}, block_lr {args.block_lr}"
+        f"{', Nesterov' if args.use_nbm else ''}), after {args.warmup_iterations} warmup updates; "
+        "every evaluation is a sync too")
+    sync = BlockSync(args, module, optimizer, context.world_size, say)
     if state is not None and state.get("bmuf"):
         sync.load_state_dict(state["bmuf"])
     return sync

@@ -16,6 +16,7 @@ from xdpx.logger import log as summaries
 from xdpx.logger import mode as summary_mode
 from xdpx.train.auto_ga import is_out_of_memory
 from xdpx.train.drawing import draw
+from xdpx.train.ema import evaluated_weights
 from xdpx.train.logs import summary_columns
 from xdpx.train.saving import save_checkpoint, save_state
 
@@ -29,7 +30,8 @@ def evaluate(trainer: Trainer) -> dict[str, float]:
     metrics: dict[str, float] = {}
     for i, (name, data) in enumerate(trainer.valid_sets):
         summaries.begin_evaluation()
-        with summary_mode(VALID):  # accumulative summaries of the model and loss code
+        # accumulative summaries of the model and loss code; with ema_decay, the averaged weights
+        with summary_mode(VALID), evaluated_weights(trainer):
             values = evaluate_with_auto_ga(trainer, data)
         reserved = [*values, "epoch", "step", "samples", "train_loss", f"best_{trainer.args.major_metric}",
                     "best_step"]
@@ -91,7 +93,7 @@ def evaluate_and_save(trainer: Trainer, final: bool = False) -> None:
     t.eval_meter.reset()
     t.last_eval_step = step
     if t.save_policy.should_save(score, is_best, final):
-        save_checkpoint(t, is_best)
+        save_checkpoint(t, is_best, score)
     save_state(t)
     draw(t, final)
 

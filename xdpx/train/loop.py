@@ -6,7 +6,7 @@ that a resumed run is bit for bit the run that never stopped (docs/train.md).
 
 The rest lives beside it: building the run (setup.py), evaluating and what follows (evaluation.py),
 state.pt and checkpoints (saving.py), the run directory's files (run_dir.py), the figures (drawing.py),
-a loss that is not finite (non_finite.py).
+a loss that is not finite (non_finite.py), the weight average of ema_decay (ema.py).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from xdpx.train.auto_ga import is_out_of_memory
 from xdpx.train.batching import batch_to_device, micro_batches, rank_share
 from xdpx.train.callbacks import Callbacks, RunInfo
 from xdpx.train.drawing import normalised_gradient_stats
+from xdpx.train.ema import weight_average
 from xdpx.train.evaluation import evaluate, evaluate_and_save
 from xdpx.train.logs import Meter, Progress, TsvLog, summary_columns
 from xdpx.train.non_finite import skip_non_finite
@@ -71,6 +72,7 @@ class Trainer:
         self.seed, self.data_seed = a.seed, seed_run(a.seed)
         self.task, self.module, self.processor, self.optimizer, self.scaler, self.autocast = build_components(
             a, ctx.device, self.log.info, load_pretrained=state is None)
+        self.ema = weight_average(a, self.module, self.log.info)  # ema_decay (xdpx/train/ema.py), else None
         self.update_size = a.batch_size * a.update_freq * ctx.world_size  # samples per update, all ranks
         self.batch_size = a.batch_size  # per forward pass; auto_ga halves it
         self.valid_batch_size = a.valid_batch_size
@@ -79,7 +81,7 @@ class Trainer:
         self.scheduler = build_scheduler(a, self.total_updates, self.log.info)
 
         # policies and logs
-        self.eval_schedule, self.early_stopping, self.save_policy = build_policies(a)
+        self.eval_schedule, self.early_stopping, self.save_policy, self.loss_limit = build_policies(a)
         self.callbacks = Callbacks(a.callbacks, a)
         # an x-tune trial reports each evaluation to its study and stops when pruned (else None)
         self.trial_reporter = trial_reporter_from_env() if ctx.is_main else None
@@ -104,7 +106,7 @@ class Trainer:
             if ctx.is_main:
                 write_run_files(a, self.save_dir, self.log.info)
         self.tensorboard = open_tensorboard(a, ctx, self.save_dir, self.num_updates + 1 if state else None)
-        self.bmuf = distributed.block_sync(a, self.module, self.optimizer, ctx, state)  # use_bmuf, else None
+        self.bmuf = distributed.block_sync(a, self.module, self.optimizer, ctx, state, self.log.info)  # use_bmuf
         self.model = wrap_model(self.module, ctx, self.bmuf)
 
     # ------------------------------------------------------------------------------------------------
@@ -134,6 +136,7 @@ class Trainer:
                         meter.add(**{k: stats[k] for k in ("loss", "sample_size", "nsamples", "grad_norm",
                                                            "clipped")}, updates=1)
                     progress.update({"loss": stats["loss"] / max(stats["sample_size"], 1), "lr": stats["lr"]})
+                    self.loss_limit.check(stats["loss"] / max(stats["sample_size"], 1), self.num_updates)
                 self.log_meter.add(seconds=time.perf_counter() - started)
 
                 if stats is not None and self.num_updates % a.log_interval == 0:
@@ -170,10 +173,12 @@ class Trainer:
         self.finished = stop != "pause"
         save_state(self)
         t = self.time
-        status = ("stopped" if stop in ("early_stop", "callback") else stop if stop == "pruned"
+        status = ("stopped" if stop in ("early_stop", "callback", "max_loss") else stop if stop == "pruned"
                   else "done" if self.finished else "paused")
         if stop == "callback":
             log.info(f"a callback stopped training: {self.callbacks.stop_reason}")
+        if stop == "max_loss":
+            log.info(self.loss_limit.message)
         log.info(f"{status}: "
                  f"{self.num_updates} updates, {self.samples_seen} samples; best {a.major_metric} "
                  f"{self.early_stopping.best_score} at update {self.early_stopping.best_step}; training time "
@@ -184,6 +189,8 @@ class Trainer:
     def _stop_reason(self) -> str | None:
         if self.num_updates >= self.total_updates:
             return "done"
+        if self.loss_limit.exceeded:
+            return "max_loss"
         if self.early_stopping.should_stop:
             return "early_stop"
         if self.pruned:
@@ -265,6 +272,8 @@ class Trainer:
         optimizer_step(self.optimizer, grads, scale, divide_in_step)
         if self.bmuf is not None:
             self.bmuf.after_update(self.num_updates + 1)
+        if self.ema is not None:
+            self.ema.update(self.module)
         self.time["compute"] += time.perf_counter() - t2
         return {"loss": loss_sum, "sample_size": sample_size, "nsamples": int(nsamples), "grad_norm": grad_norm,
                 "clipped": float(clip > 0 and grad_norm > clip), "lr": lr}

@@ -13,13 +13,7 @@ from xdpx.config.ranges import above, any_number, at_least, exactly, in_range
 from xdpx.optim.bmuf import BMUF_OPTIONS
 from xdpx.train.launch import LAUNCH_OPTIONS
 from xdpx.train.legacy_options import LEGACY_FP16_OPTIONS
-
-
-def _tensorboard_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("tensorboard") is not None
-
+from xdpx.utils.optional import installed, missing_message
 
 FP16_OPTIONS = [
     Option("fp16_init_scale", int, default=128, validate=at_least(1),
@@ -49,6 +43,10 @@ TRAIN_OPTIONS: list[Any] = [
                "RNGs, data position, counters); starts from scratch when no state was saved yet"),
     Option("train_subset", str | list[str], default="train",
            doc="training split name(s); Unix filename patterns (train*) match several shards"),
+    Option("exclude_valid_from_train", bool, default=False,
+           doc="leave the valid_subset split(s) out of the training splits that train_subset matches (e.g. "
+               "train_subset: '*' over train, dev and test with valid_subset: dev trains on train and test); "
+               "log.txt says which splits and how many samples were left out"),
     Option("lazy_load", bool, default=False,
            doc="with several training shards: open one shard at a time, shuffle inside it, and shuffle "
                "the shard order from the second epoch on (shards must be pre-shuffled). Training may start "
@@ -79,6 +77,15 @@ TRAIN_OPTIONS: list[Any] = [
     Option("clip_norm", float | None, default=5.0, validate=at_least(0),
            doc="gradient norm clipping; 0 or null disables clipping"),
     Option("cpu", bool, default=False, doc="train on the CPU even when a GPU is available (addition)"),
+    Option("max_loss", float, default=None, validate=above(0),
+           doc="stop training, with a line in log.txt naming the update and the loss, once an update's mean "
+               "training loss exceeds this (a diverging run); the run ends as stopped after a last "
+               "evaluation. null: never (the original's default was 200)"),
+    Option("ema_decay", float, default=None, validate=in_range(0, 1),
+           doc="keep an exponential moving average of the weights (average = ema_decay x average + "
+               "(1 - ema_decay) x weights after each update; e.g. 0.999): evaluations, valid.log.tsv and the "
+               "checkpoints use the average, so x-eval, x-pred and the exports do too; state.pt keeps both. "
+               "null or 1: off"),
     *LAUNCH_OPTIONS,
     Option("use_bmuf", bool, default=False,
            doc="with several processes, train with BMUF (blockwise model-update filtering) instead of syncing "
@@ -111,7 +118,8 @@ TRAIN_OPTIONS: list[Any] = [
            doc="before this update, evaluate (and maybe save) eval_interval_warmup_multiplier times less often"),
     Option("eval_interval_warmup_multiplier", int, default=6, validate=at_least(1),
            aliases=("eval_interval_warmup_mutiplier",),
-           doc="see eval_interval_warmup (the manual's spelling eval_interval_warmup_mutiplier is accepted)"),
+           doc="see eval_interval_warmup (the original XDPX's spelling eval_interval_warmup_mutiplier "
+               "is accepted)"),
     Option("valid_subset", str | list[str] | None, default="dev",
            doc="the split(s) to evaluate on (null: no evaluation). With a list, major_metric, the best "
                "checkpoint and early stopping follow the first; valid.log.tsv has the first split's metrics "
@@ -130,11 +138,13 @@ TRAIN_OPTIONS: list[Any] = [
                "log scale into save_dir/plots/gradients/<step>.png"),
     Option("tensorboard", bool, default=False,
            doc="also write TensorBoard event files (save_dir/tensorboard) mirroring train.log.tsv and "
-               "valid.log.tsv (addition; needs the tensorboard package: pip install xdpx[tensorboard])"),
+               "valid.log.tsv (addition; needs the tensorboard package: pip install 'xdpx[tensorboard]')"),
     Option("major_metric", str, doc="metric for early stopping, best checkpoint and display (or 'loss')"),
     Option("ascending_metric", bool, default=True, doc="whether the major metric is the higher the better"),
     Option("tolerance", int, default=None, validate=at_least(1),
            doc="early stopping: stop after this many evaluations without a new best; null: never"),
+    Option("min_steps", int, default=0, validate=at_least(0),
+           doc="early stopping never stops before this many updates, whatever tolerance says"),
     # saving
     Option("save", bool, default=True, doc="save a weights checkpoint (checkpoint-<step>.pt) at each evaluation; the full state for resume "
                "(state.pt) is written at each evaluation either way"),
@@ -149,12 +159,14 @@ TRAIN_OPTIONS: list[Any] = [
     Option("keep_last_checkpoints", int, default=None, validate=at_least(1),
            doc="keep only the N latest checkpoints, and the best one besides (addition, as save_total_limit "
                "of other trainers); the deleted checkpoints' state-<step>.pt go with them"),
+    Option("keep_best_checkpoints", int, default=None, validate=at_least(1),
+           doc="keep the K checkpoints with the best major_metric, besides the latest one (or the "
+               "keep_last_checkpoints latest); the others and their state-<step>.pt are deleted"),
     Option("pretrained_model", str, default=None,
            doc="weights to start from: a checkpoint path, or <best>/<last> of an earlier run "
                "(e.g. ${save_dir}/<best>)"),
     exclusive("overwrite", "auto_suffix"),
-    Rule(lambda a: not a.tensorboard or _tensorboard_installed(),
-         "tensorboard: true needs the tensorboard package: pip install tensorboard (or xdpx[tensorboard])",
+    Rule(lambda a: not a.tensorboard or installed("tensorboard"), missing_message("tensorboard", "tensorboard: true"),
          keys=("tensorboard",)),
     Rule(lambda a: not (a.tensorboard and "://" in str(a.save_dir)),
          "tensorboard: true writes event files to a local save_dir only", keys=("tensorboard", "save_dir")),
@@ -163,6 +175,16 @@ TRAIN_OPTIONS: list[Any] = [
          "only; use bf16 with BMUF", keys=("fp16", "use_bmuf")),
     exclusive("keep_last_checkpoints", "save_best_only"),
     exclusive("keep_last_checkpoints", "save_last_only"),
+    exclusive("keep_best_checkpoints", "save_best_only"),
+    Rule(lambda a: not (a.ema_decay is not None and a.ema_decay < 1 and a.use_bmuf),
+         "ema_decay with use_bmuf: each process would average its own copy of the model, and the evaluation "
+         "gathers the processes' outputs; use one of them", keys=("ema_decay", "use_bmuf")),
+    exclusive("keep_best_checkpoints", "save_last_only"),
+    Rule(lambda a: not (a.keep_best_checkpoints and a.valid_subset is None),
+         "keep_best_checkpoints ranks checkpoints by their evaluation: set valid_subset",
+         keys=("keep_best_checkpoints", "valid_subset")),
+    Rule(lambda a: a.max_update is None or a.min_steps <= a.max_update,
+         "min_steps is larger than max_update: early stopping could never stop", keys=("min_steps", "max_update")),
     Rule(lambda a: not (a.eval_per_epoch and a.eval_interval != -1),
          "eval_per_epoch evaluates at each epoch end: set eval_interval: -1 (or eval_per_epoch: false)",
          keys=("eval_per_epoch", "eval_interval")),

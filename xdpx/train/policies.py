@@ -30,13 +30,15 @@ class EvalSchedule:
 
 
 class EarlyStopping:
-    """Tracks the best score; asks to stop after ``tolerance`` evaluations without a new best."""
+    """Tracks the best score; asks to stop after ``tolerance`` evaluations without a new best, never
+    before update ``min_steps``."""
 
-    def __init__(self, tolerance: int | None, ascending: bool) -> None:
-        self.tolerance, self.ascending = tolerance, ascending
+    def __init__(self, tolerance: int | None, ascending: bool, min_steps: int = 0) -> None:
+        self.tolerance, self.ascending, self.min_steps = tolerance, ascending, min_steps
         self.best_score: float | None = None
         self.best_step: int | None = None
         self.evals_without_improvement = 0
+        self.last_step = 0  # the update of the latest evaluation
 
     def is_better(self, score: float) -> bool:
         if self.best_score is None:
@@ -45,6 +47,7 @@ class EarlyStopping:
 
     def update(self, score: float, step: int) -> bool:
         """Record an evaluation; True when it is a new best."""
+        self.last_step = step
         if self.is_better(score):
             self.best_score, self.best_step = score, step
             self.evals_without_improvement = 0
@@ -54,15 +57,35 @@ class EarlyStopping:
 
     @property
     def should_stop(self) -> bool:
-        return self.tolerance is not None and self.evals_without_improvement >= self.tolerance
+        return (self.tolerance is not None and self.evals_without_improvement >= self.tolerance
+                and self.last_step >= self.min_steps)
 
     def state_dict(self) -> dict[str, Any]:
         return {"best_score": self.best_score, "best_step": self.best_step,
-                "evals_without_improvement": self.evals_without_improvement}
+                "evals_without_improvement": self.evals_without_improvement, "last_step": self.last_step}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best_score, self.best_step = state["best_score"], state["best_step"]
         self.evals_without_improvement = state["evals_without_improvement"]
+        self.last_step = state.get("last_step", 0)  # states saved before min_steps existed
+
+
+class LossLimit:
+    """``max_loss``: training stops once an update's mean training loss exceeds this (a diverging run);
+    None: never. Stateless: a resumed run redoes the updates since its last save and meets the same loss."""
+
+    def __init__(self, max_loss: float | None) -> None:
+        self.max_loss = max_loss
+        self.message: str | None = None
+
+    @property
+    def exceeded(self) -> bool:
+        return self.message is not None
+
+    def check(self, loss: float, step: int) -> None:
+        if self.max_loss is not None and self.message is None and loss > self.max_loss:
+            self.message = (f"training loss {loss:.4g} at update {step} exceeds max_loss {self.max_loss:g}: "
+                            "stopping unstable training (lower learning_rate, set clip_norm, or raise max_loss)")
 
 
 class SavePolicy:
@@ -70,15 +93,19 @@ class SavePolicy:
 
     save: write at each evaluation; save_above_score: only when the score beats it; save_best_only:
     keep only the best; save_last_only: keep only the latest; both: the best and the latest;
-    keep_last: the ``keep_last`` latest and the best.
+    keep_last: the ``keep_last`` latest and the best; keep_best: the ``keep_best`` best by score (and
+    the latest, or the ``keep_last`` latest with both).
     """
 
     def __init__(self, save: bool, best_only: bool = False, last_only: bool = False,
-                 above_score: float | None = None, ascending: bool = True, keep_last: int | None = None) -> None:
+                 above_score: float | None = None, ascending: bool = True, keep_last: int | None = None,
+                 keep_best: int | None = None) -> None:
         self.save, self.best_only, self.last_only, self.keep_last = save, best_only, last_only, keep_last
+        self.keep_best = keep_best
         self.above_score, self.ascending = above_score, ascending
         self.saved: list[int] = []  # steps whose checkpoint exists
         self.best_step: int | None = None  # the best step that was saved
+        self.scores: dict[int, float] = {}  # step -> major metric of the saved checkpoints (keep_best)
 
     def should_save(self, score: float | None, is_best: bool, final: bool = False) -> bool:
         if not self.save:
@@ -91,10 +118,13 @@ class SavePolicy:
             return is_best or score is None
         return True
 
-    def record(self, step: int, is_best: bool) -> list[int]:
-        """Note a written checkpoint; return the steps whose checkpoints are no longer wanted."""
+    def record(self, step: int, is_best: bool, score: float | None = None) -> list[int]:
+        """Note a written checkpoint (``score``: its major metric, None without evaluation); return the
+        steps whose checkpoints are no longer wanted."""
         if step not in self.saved:
             self.saved.append(step)
+        if score is not None and not math.isnan(score):
+            self.scores[step] = score
         if is_best:
             self.best_step = step
         keep = set(self.saved)
@@ -104,14 +134,26 @@ class SavePolicy:
                 keep.add(self.best_step)
             if self.last_only or self.best_step is None:
                 keep.add(step)
+        elif self.keep_best is not None:
+            keep = set(self.saved[-(self.keep_last or 1):]) | set(self.best_steps())
         elif self.keep_last is not None:
             keep = set(self.saved[-self.keep_last:]) | ({self.best_step} if self.best_step is not None else set())
         dropped = [s for s in self.saved if s not in keep]
         self.saved = [s for s in self.saved if s in keep]
+        self.scores = {s: v for s, v in self.scores.items() if s in keep}
         return dropped
 
+    def best_steps(self) -> list[int]:
+        """The ``keep_best`` saved steps with the best scores, best first (the earlier step wins a tie,
+        as early stopping's best does)."""
+        sign = -1.0 if self.ascending else 1.0
+        ranked = sorted((s for s in self.saved if s in self.scores), key=lambda s: (sign * self.scores[s], s))
+        return ranked[: self.keep_best or 0]
+
     def state_dict(self) -> dict[str, Any]:
-        return {"saved": list(self.saved), "best_step": self.best_step}
+        return {"saved": list(self.saved), "best_step": self.best_step,
+                "scores": {str(s): v for s, v in self.scores.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.saved, self.best_step = list(state["saved"]), state["best_step"]
+        self.scores = {int(s): v for s, v in state.get("scores", {}).items()}

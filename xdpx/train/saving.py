@@ -16,8 +16,10 @@ import torch
 from xdpx import io
 from xdpx.errors import UserError
 from xdpx.logger import log as summaries
+from xdpx.losses.base import loss_state, restore_loss_state
 from xdpx.models.checkpoints import checkpoint_name, full_state_name, save_torch, write_index
 from xdpx.train.checks import STATE_FILE
+from xdpx.train.ema import saved_weights
 from xdpx.train.run_dir import check_resumable, write_run_files
 from xdpx.train.state import rng_state, set_rng_state
 
@@ -48,6 +50,8 @@ def state_dict(trainer: Trainer) -> dict[str, Any]:
         "save_policy": t.save_policy.state_dict(),
         "bmuf": t.bmuf.state_dict() if t.bmuf is not None else None,
         "callbacks": t.callbacks.state_dict(),
+        "ema": t.ema.state_dict() if t.ema is not None else None,  # the weight average (ema_decay)
+        "loss": loss_state(t.task),  # e.g. ghmc's running bin counts
         "logs": {"train_rows": t.train_log.rows, "valid_rows": t.valid_log.rows,
                  "log_meter": dict(t.log_meter.sums), "eval_meter": dict(t.eval_meter.sums),
                  "train_columns": list(t.train_log.columns or []),
@@ -86,6 +90,9 @@ def restore(trainer: Trainer, state: dict[str, Any]) -> None:
     t.early_stopping.load_state_dict(state["early_stopping"])
     t.save_policy.load_state_dict(state["save_policy"])
     t.callbacks.load_state_dict(state.get("callbacks"))
+    if t.ema is not None:
+        t.ema.load_state_dict(state.get("ema"), t.log.info)
+    restore_loss_state(t.task, state.get("loss"))
     logs = state["logs"]
     t.train_log.load(keep=logs["train_rows"], columns=logs.get("train_columns"))
     t.valid_log.load(keep=logs["valid_rows"], columns=logs.get("valid_columns"))
@@ -104,14 +111,16 @@ def restore(trainer: Trainer, state: dict[str, Any]) -> None:
                    f"float rounding; set OMP_NUM_THREADS={saved_threads} for bit-for-bit")
 
 
-def save_checkpoint(trainer: Trainer, is_best: bool) -> None:
-    """checkpoint-<step>.pt (and state-<step>.pt), checkpoints.json, then delete what the policy drops."""
+def save_checkpoint(trainer: Trainer, is_best: bool, score: float | None = None) -> None:
+    """checkpoint-<step>.pt (and state-<step>.pt), checkpoints.json, then delete what the policy drops
+    (``score``: the evaluation's major metric, for keep_best_checkpoints). With ema_decay the checkpoint
+    holds the averaged weights."""
     t, step = trainer, trainer.num_updates
     if t.context.is_main:
-        save_torch(t.module.state_dict(), io.join(t.save_dir, checkpoint_name(step)))
+        save_torch(saved_weights(t), io.join(t.save_dir, checkpoint_name(step)))
         if t.args.save_full_checkpoint:
             save_torch(state_dict(t), io.join(t.save_dir, full_state_name(step)))
-    outdated = t.save_policy.record(step, is_best)
+    outdated = t.save_policy.record(step, is_best, score)
     if t.context.is_main:  # the index first: a kill between the two never leaves it naming a deleted file
         best = t.save_policy.best_step
         write_index(t.save_dir, {"best": checkpoint_name(best) if best is not None else None,

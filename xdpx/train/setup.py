@@ -16,10 +16,10 @@ from xdpx import io
 from xdpx.errors import UserError
 from xdpx.models.checkpoints import load_torch, load_weights_into, resolve_checkpoint
 from xdpx.train.batching import TrainBatches, updates_per_epoch
-from xdpx.train.checks import STATE_FILE, available_splits, match_subsets, subsets
+from xdpx.train.checks import STATE_FILE, available_splits, match_subsets, subsets, without_valid
 from xdpx.train.distributed import Context
 from xdpx.train.logs import RunLog
-from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
+from xdpx.train.policies import EarlyStopping, EvalSchedule, LossLimit, SavePolicy
 from xdpx.train.precision import DynamicLossScaler, autocast
 from xdpx.train.run_dir import shared_run_dir
 from xdpx.train.shards import ShardWaiter, planned_shards, ready_splits
@@ -102,6 +102,11 @@ def open_data(args: Any, data_seed: int, update_size: int,
     if a.lazy_load:  # shards x-prepro still writes: training waits for each when it gets there
         splits, coming = planned_shards(a.train_subset, ready_splits(a.data_dir))
         waiter = ShardWaiter(a.data_dir, a.lazy_load_wait, say).wait
+    splits, excluded = without_valid(a, splits)
+    if excluded:
+        left_out = sum(len(open_split(a.data_dir, s)) for s in excluded)
+        say(f"exclude_valid_from_train: left {len(excluded)} valid split(s) {excluded} ({left_out} samples) out "
+            f"of the training splits {splits}")
     batches = TrainBatches(lambda s: open_split(a.data_dir, s), splits, a.lazy_load, data_seed, waiter)
     sizes = [len(open_split(a.data_dir, s)) for s in splits if s not in coming]
     if not splits or sum(sizes) == 0 and not coming:
@@ -127,14 +132,15 @@ def build_scheduler(args: Any, total_updates: int, say: Any) -> Any:
     return scheduler
 
 
-def build_policies(args: Any) -> tuple[EvalSchedule, EarlyStopping, SavePolicy]:
-    """When to evaluate, when to stop and what to keep, from the options."""
+def build_policies(args: Any) -> tuple[EvalSchedule, EarlyStopping, SavePolicy, LossLimit]:
+    """When to evaluate, when to stop (early stopping, max_loss) and what to keep, from the options."""
     a = args
     return (EvalSchedule(a.eval_interval, a.eval_interval_warmup, a.eval_interval_warmup_multiplier,
                          per_epoch=a.eval_per_epoch),
-            EarlyStopping(a.tolerance, a.ascending_metric),
+            EarlyStopping(a.tolerance, a.ascending_metric, min_steps=a.min_steps),
             SavePolicy(a.save, a.save_best_only, a.save_last_only, a.save_above_score, a.ascending_metric,
-                       keep_last=a.keep_last_checkpoints))
+                       keep_last=a.keep_last_checkpoints, keep_best=a.keep_best_checkpoints),
+            LossLimit(a.max_loss))
 
 
 def open_tensorboard(args: Any, context: Context, save_dir: str, purge_step: int | None) -> Any:
