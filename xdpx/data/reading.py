@@ -175,3 +175,14 @@ class WorkerPool:
 
 def new_digest() -> Any:
     return hashlib.sha1(usedforsecurity=False)
+
+
+class _NoDigest:
+    """The digest of a reader that fingerprints nothing (x-pred, x-eval): updates are dropped, and a parser
+    that would read a whole file only to hash it (tables.hash_file) skips that read."""
+
+    def update(self, data: bytes) -> None:
+        pass
+
+
+NO_DIGEST = _NoDigest()

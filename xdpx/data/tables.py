@@ -21,6 +21,7 @@ from xdpx.config.options import Option
 from xdpx.data import parsers
 from xdpx.data.errors import BadLine
 from xdpx.data.parsing import JSON_FIELDS, JsonLinesParser, JsonValue, Parser
+from xdpx.data.reading import NO_DIGEST
 from xdpx.utils import optional
 
 BATCH_ROWS = 4096
@@ -39,6 +40,8 @@ def is_dataset_folder(path: str) -> bool:
 
 
 def hash_file(path: str, digest: Any) -> None:
+    if digest is NO_DIGEST:  # nothing to fingerprint: no extra pass over the file
+        return
     with io.open(path, "rb") as f:
         while block := f.read(HASH_BLOCK):
             digest.update(block)

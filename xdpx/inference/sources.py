@@ -24,6 +24,7 @@ from xdpx import io
 from xdpx.config.options import Args
 from xdpx.data import parsers
 from xdpx.data.errors import BadLine
+from xdpx.data.reading import NO_DIGEST
 from xdpx.data.tables import is_dataset_folder, select_columns
 from xdpx.errors import UserError
 from xdpx.io.credentials import redact, unmask
@@ -159,16 +160,6 @@ class TableSource(RawSource):
                 yield number, picked_row(cells, self.positions)
         except BadLine as e:  # not a table of this kind, no such sheet: the file's own one-line message
             raise UserError(str(e) if e.where else f"{self.name}: {e}") from None
-
-
-class _NoDigest:
-    """x-pred fingerprints nothing: the tables' parsers feed their bytes to this."""
-
-    def update(self, data: bytes) -> None:
-        pass
-
-
-NO_DIGEST = _NoDigest()
 
 
 def split_sql_url(url: str) -> tuple[str, str, list[str] | None]:
