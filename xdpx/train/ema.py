@@ -26,7 +26,6 @@ class WeightAverage:
 
     def __init__(self, module: torch.nn.Module, decay: float) -> None:
         self.decay = decay
-        self.names = [name for name, p in module.named_parameters() if p.requires_grad]
         self.average = {name: p.detach().clone() for name, p in module.named_parameters() if p.requires_grad}
 
     @torch.no_grad()
