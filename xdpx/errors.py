@@ -9,6 +9,9 @@ from __future__ import annotations
 
 EXIT_CONFIG = 2  # a config or usage problem, found before any work
 EXIT_FAILED = 1  # the work itself failed
+# x-train stopped cleanly on SIGUSR1/SIGTERM after saving its full state: a job script requeues the job
+# (x-submit's sbatch script runs `scontrol requeue`), and the next start resumes bitwise.
+EXIT_REQUEUE = 3
 
 
 class UserError(Exception):
