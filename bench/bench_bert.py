@@ -13,6 +13,8 @@ decay, torch's fused kernel), clipping at 5.0, dropout as in the model's config:
   On the CPU it raises glibc's mmap / trim thresholds (xdpx/utils/cpu_memory.py), a process-wide
   setting: every side timed after x-train's first run (all of them: sides run after it in repeat 1) runs
   with it too, so the ratios do not count it;
+- x-train with the transformers family (``--sides ... xtrain_hf``): the same loop and data with
+  ``model: hf_classification`` (transformers' BertModel under XDPX's pooler head, xdpx/models/hf_encoder.py);
 - hand loop: the textbook ``zero_grad / forward / loss / backward / clip / step`` on the very batches
   x-train trains on (its update groups, collated by its processor, collated before the clock starts);
   ``--sides ... hand_hf`` adds the same loop with transformers' BertForSequenceClassification;
@@ -95,12 +97,15 @@ def prepare_data(folder: str) -> str:
     return os.path.join(folder, "data")
 
 
-def make_args(data_dir: str, save_dir: str, epochs: int, bf16: bool, compile_model: bool = False) -> Any:
+def make_args(data_dir: str, save_dir: str, epochs: int, bf16: bool, compile_model: bool = False,
+              model: str = "bert_classification") -> Any:
+    """x-train's resolved options; ``model: hf_classification`` is the transformers family on the same
+    data (its fields are the BERT processors'), pretrained model and settings."""
     from xdpx.cli import resolve_runs
 
     config = os.path.join(os.path.dirname(save_dir), f"train-{os.path.basename(save_dir)}.hjson")
     options = {"__parent__": "${data_dir}/meta", "data_dir": data_dir, "save_dir": save_dir, "overwrite": True,
-               "model": "bert_classification", "pretrained_model": minilm_dir(), "loss": "cross_entropy",
+               "model": model, "pretrained_model": minilm_dir(), "loss": "cross_entropy",
                "batch_size": BATCH, "learning_rate": LR, "max_epoch": epochs, "eval_interval": -1,
                "valid_subset": None, "log_interval": 1000, "major_metric": "accuracy", "save": False,
                "viz": False, "bf16": bf16, "clip_norm": 5.0,
@@ -264,7 +269,8 @@ def run_hf_trainer(args: Any, epochs: int, folder: str, compile_model: bool = Fa
 
 
 OUR_MODEL = ("xtrain", "hand")  # sides that train xdpx's bert_classification (the others: transformers')
-NAMES = {"xtrain": "x-train", "hand": "hand loop, our BERT", "hand_hf": "hand loop, HF model",
+NAMES = {"xtrain": "x-train", "xtrain_hf": "x-train, transformers family (hf_classification)",
+         "hand": "hand loop, our BERT", "hand_hf": "hand loop, HF model",
          "hf_trainer": "HF Trainer (padding collator, group_by_length, fused AdamW)"}
 
 
@@ -310,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--peak-repeats", type=int, default=10,
                         help="timings of each shape of the matmul peak (after warm-up; the fastest is kept)")
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
-    parser.add_argument("--sides", nargs="+", default=["xtrain", "hand", "hf_trainer"], choices=list(NAMES))
+    parser.add_argument("--sides", nargs="+", default=["xtrain", "xtrain_hf", "hand", "hf_trainer"], choices=list(NAMES))
     parser.add_argument("--threads", type=int, default=None, help="torch threads (every side); default: torch's")
     parser.add_argument("--compile", action="store_true",
                         help="torch.compile every side (x-train's compile: true, HF's torch_compile=True)")
@@ -331,6 +337,8 @@ def main(argv: list[str] | None = None) -> None:
             bf16 = precision == "bf16"
             args = make_args(data_dir, os.path.join(folder, f"run-{precision}"), options.epochs, bf16, options.compile)
             batches = xtrain_batches(args, options.epochs)
+            hf_args = make_args(data_dir, os.path.join(folder, f"run-hf-{precision}"), options.epochs, bf16,
+                                options.compile, "hf_classification") if "xtrain_hf" in options.sides else None
             print(f"{precision}: {len(batches)} updates per side; load average {load_average()}", flush=True)
             if options.sides[0] != "xtrain":
                 print("note: x-train is not the first side: sides timed before its first run have glibc's "
@@ -342,6 +350,8 @@ def main(argv: list[str] | None = None) -> None:
                 for side in order:
                     if side == "xtrain":
                         run = run_xtrain(args, batches)
+                    elif side == "xtrain_hf":
+                        run = run_xtrain(hf_args, batches)
                     elif side in ("hand", "hand_hf"):
                         run = run_hand(args, batches, side == "hand_hf", device, options.compile)
                     else:

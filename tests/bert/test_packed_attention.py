@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import xdpx.models.bert as bert
+import xdpx.models.bert_layers as bert_layers
 from tests.bert.bert_helpers import batch, build
 from xdpx.models.modules.dropout import dropout, dropout_mask
 from xdpx.models.modules.packed_attention import packed_self_attention
@@ -128,10 +129,10 @@ def test_bert_training_step_is_the_same_with_the_packed_path(monkeypatch):
         calls.append(p)
         return packed_self_attention(qkv, mask, p)
 
-    monkeypatch.setattr(bert, "packed_self_attention", counted)
+    monkeypatch.setattr(bert_layers, "packed_self_attention", counted)
     loss, grads = run()
     assert calls == [0.1, 0.1]  # the last layer computes [CLS] only (first-token path); the others packed
-    monkeypatch.setattr(bert, "packed_self_attention", written_out)
+    monkeypatch.setattr(bert_layers, "packed_self_attention", written_out)
     want_loss, want_grads = run()
     assert torch.equal(loss, want_loss)
     for name, g in want_grads.items():

@@ -148,6 +148,10 @@ class AutoTokenizer(Tokenizer):
         self.json_path = found[0]
         with io.open(self.json_path) as f:
             self.tokenizer = HFTokenizer.from_str(f.read())
+        # a tokenizer.json saved with truncation or padding on would cut or pad the bare ids: the processor
+        # truncates (max_len) and collate pads
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
 
     def ids_batch(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
@@ -156,5 +160,8 @@ class AutoTokenizer(Tokenizer):
         return self.tokenizer.encode(text, add_special_tokens=False).tokens
 
     def vocab_tokens(self) -> list[str]:
+        """Tokens in id order; an id no token has (some vocabularies skip ids) gets a placeholder line, so
+        the line number stays the id."""
         vocab = self.tokenizer.get_vocab(with_added_tokens=True)
-        return sorted(vocab, key=vocab.__getitem__)
+        by_id = {i: token for token, i in vocab.items()}
+        return [by_id.get(i, f"[unused-id-{i}]") for i in range(max(by_id, default=-1) + 1)]

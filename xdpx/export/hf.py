@@ -1,4 +1,4 @@
-"""A Hugging Face directory from a BERT run: config.json (the model's ``hf_config()``), model.safetensors
+"""A Hugging Face directory from a BERT run (the transformers family: xdpx/export/hf_family.py): config.json (the model's ``hf_config()``), model.safetensors
 (our parameter names are HF's, so the state_dict is written as is, tied duplicates left out as
 ``save_pretrained`` does), and the tokenizer files (vocab.txt, tokenizer_config.json).
 
@@ -49,6 +49,11 @@ def write_hf_directory(run: Any, out_dir: str) -> str:
     """Write config.json, model.safetensors, vocab.txt, tokenizer_config.json; return the class name."""
     from safetensors.torch import save as save_safetensors
 
+    from xdpx.export import hf_family
+
+    if hf_family.is_hf_family(run.model):  # the transformers family: transformers' own save_pretrained
+        return hf_family.write_directory(run, out_dir)
+
     architecture = check_exportable(run)
     config = run.model.hf_config()
     config["architectures"] = [architecture]
@@ -79,6 +84,10 @@ def hf_outputs(hf_model: Any, architecture: str, batch: dict[str, Any]) -> Any:
 
 def check_hf_directory(run: Any, out_dir: str, architecture: str, samples: list[dict[str, Any]]) -> ParityReport:
     """Load out_dir with transformers and compare its outputs with the run's model on real batches."""
+    from xdpx.export import hf_family
+
+    if hf_family.is_hf_family(run.model):
+        return hf_family.check_directory(run, out_dir, architecture, samples)
 
     transformers = require("transformers", "export_hf's check (check_outputs: true; false skips it)")
     local = out_dir if not io.is_remote(out_dir) else None

@@ -208,6 +208,8 @@ def is_secret_name(name: Any) -> bool:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", text):  # a path or URL used as a key is no field name
         return False
     snake = re.sub(r"[^a-z0-9]+", "_", re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text).lower())
+    if snake.endswith(("token_id", "token_ids")):  # a vocabulary id (pad_token_id of a transformers config)
+        return False
     return bool(_SECRET_FIELD.search(snake.strip("_")))
 
 

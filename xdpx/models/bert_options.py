@@ -40,6 +40,15 @@ def pretrained_config(path: str | None) -> dict[str, Any]:
 
     if not path:
         return {}
+    from xdpx.models.checkpoints import CheckpointError
+    from xdpx.models.hf_hub import local_pretrained
+
+    try:  # a Hugging Face Hub name: the snapshot folder in the local cache
+        path = local_pretrained(path)
+    except CheckpointError as e:  # while the config is resolved: a config error, before any work
+        from xdpx.config.errors import ConfigError
+
+        raise ConfigError(f"key 'pretrained_model': {e}") from None
     base = _strip_alias(path)
     folders = [base] if io.isdir(base) else [io.dirname(base)]
     for folder in folders:
@@ -115,14 +124,8 @@ PRETRAINED_OPTIONS = [
            doc="recompute each transformer layer's activations in backward instead of keeping them: less "
                "memory in training (docs/bert.md has figures), about one more forward pass of time; same "
                "loss and gradients"),
-    Option("freeze_embeddings", bool, default=False,
-           doc="keep the embedding layer (word, position, token type, its LayerNorm) frozen"),
-    Option("layer_lr_decay", float, default=1.0, validate=in_range(0, 1, low_open=True),
-           doc="layer-wise learning-rate decay: layer i of L gets lr x decay^(L - i), the embeddings "
-               "lr x decay^(L + 1); the heads keep the full lr. 1: no decay"),
-    Option("head_lr_multiplier", float, default=1.0, validate=above(0),
-           doc="the task head (classifier / MLM transform) learns at lr x this (e.g. 10 for a new head "
-               "on a pretrained encoder)"),
+    # freeze_embeddings, freeze_layers, layer_lr_decay, head_lr_multiplier and lora: every encoder family
+    # shares them (xdpx/models/layer_groups.py, xdpx/models/lora.py; BertBase.options)
     # The seed FAQ's rule: starting a BERT from random weights by accident wastes a run.
     Rule(lambda a: a.get("pretrained_model") is not None or "pretrained_model" in a._explicit,
          "BERT models start from pretrained weights: set pretrained_model to a Hugging Face BERT directory "

@@ -87,8 +87,15 @@ def normalise_keys(weights: dict[str, Any], own_keys: set[str]) -> dict[str, Any
 
 def load_into(model: Any, path: str, from_tf: bool = False, log: Callable[[str], Any] = print) -> dict[str, list[str]]:
     """Load ``path`` into ``model`` (strict=False); log and return the missing and unexpected keys."""
+    from xdpx.models.checkpoints import CheckpointError
+    from xdpx.models.hf_hub import local_pretrained
+
     own = model.state_dict()
-    weights = normalise_keys(read_weights(path, from_tf), set(own))
+    try:  # a Hugging Face Hub name: the snapshot folder in the local cache
+        local = local_pretrained(path) if not from_tf else path
+    except CheckpointError as e:
+        raise _user_error(f"pretrained_model: {e}") from None
+    weights = normalise_keys(read_weights(local, from_tf), set(own))
     mismatched = [f"{k} {tuple(v.shape)} vs ours {tuple(own[k].shape)}" for k, v in weights.items()
                   if k in own and tuple(own[k].shape) != tuple(v.shape)]
     if mismatched:

@@ -172,9 +172,10 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
     pretrained = args.get("pretrained_model")
     if pretrained:
         from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
+        from xdpx.models.hf_hub import local_pretrained
 
-        try:
-            notes.append(f"pretrained_model: {resolve_checkpoint(pretrained)}")
+        try:  # a Hugging Face Hub name resolves from the local cache only (xdpx/models/hf_hub.py)
+            notes.append(f"pretrained_model: {resolve_checkpoint(local_pretrained(pretrained))}")
         except CheckpointError as e:
             problems.append(f"{args.source('pretrained_model')}: key 'pretrained_model': {e}")
     return problems, notes
