@@ -22,6 +22,14 @@ PREPRO = {
                   "vocab_file": CHINESE_VOCAB},
     "peoples_daily_mlm": {"__parent__": str(REPO / "examples/prepro/peoples_daily_mlm"),
                           "data_source": str(SAMPLE / "peoples_daily"), "vocab_file": CHINESE_VOCAB},
+    "peoples_daily_ner": {"__parent__": str(REPO / "examples/ner/prepro_char"), "data_source": str(REPO / "examples/ner/data"),
+                          "data_files": "*.conll", "max_len": 128},
+    "peoples_daily_ner_bert": {"__parent__": str(REPO / "examples/ner/prepro_bert"), "vocab_file": CHINESE_VOCAB,
+                               "data_source": str(REPO / "examples/ner/data"), "data_files": "*.conll", "max_len": 128},
+    "stsb_bi_encoder": {"__parent__": str(REPO / "examples/retrieval/prepro_stsb_bert"), "data_source": str(SAMPLE / "stsb"),
+                        "vocab_file": CHINESE_VOCAB},
+    "stsb_words_bi_encoder": {"__parent__": str(REPO / "examples/prepro/stsb_pair"), "data_source": str(SAMPLE / "stsb"),
+                              "processor": "bi_encoder"},
 }
 
 # A small, fast, still real training configuration: cls_cnn on 240 Chinese reviews (60 in dev).

@@ -72,7 +72,11 @@ class RecordEncoder:
             fields["id"] = number
             if label is not None:
                 try:
-                    fields["target"] = self.processor.target_of(label)
+                    target_field = getattr(self.processor, "target_field", None)  # NER tags: a token field
+                    if target_field:
+                        fields[target_field] = self.processor.field_target(fields, label)
+                    else:
+                        fields["target"] = self.processor.target_of(label)
                 except NovelTarget as e:
                     if not self.ignore_novel:
                         self._bad(e.located(f"{where}:{number}", label), stats)

@@ -91,18 +91,20 @@ class Writer:
                 names = self.origin(self.width, encoded.labelled) if concat else []
                 self.file.write("\t".join(names + self.fmt.names()) + "\n")
         lines = []
-        for columns, row in zip(encoded.columns, self.fmt.rows(logits)):
+        for columns, row in zip(encoded.columns, self.fmt.rows(logits, encoded.samples)):
             columns = origin_cells(columns)
             cells = [escape(c) for c in columns[: self.width]] + [""] * (self.width - len(columns)) if concat else []
-            lines.append("\t".join(cells + row))
+            lines.append("\t".join(cells + [escape(c) for c in row]))
         if lines:
             self.file.write("\n".join(lines) + "\n")
 
     def close(self) -> None:
         import numpy as np
 
+        from xdpx.inference.outputs import concat_padded
+
         if self.args.binary:
-            logits = np.concatenate(self.logits) if self.logits else np.zeros((0,), np.float32)
+            logits = concat_padded(self.logits) if self.logits else np.zeros((0,), np.float32)
             with io.open(self.path, "wb") as f:
                 np.savez(f, **self.fmt.arrays(logits, self.numbers))
             return
@@ -153,7 +155,7 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
     from xdpx.data import loaders
     from xdpx.inference.encoding import encode_source
     from xdpx.inference.loading import load_model
-    from xdpx.inference.outputs import PredictionFormat, origin_names
+    from xdpx.inference.outputs import origin_names, prediction_format
     from xdpx.inference.scoring import predict_logits
     from xdpx.train import distributed
 
@@ -161,9 +163,10 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
     loaded = load_model(args, run_args)
     processor = loaded.processor
     labels = processor.target_map.labels if processor.target_map is not None else None
-    if not loaded.regression and labels is None:
-        raise UserError(f"the run's data has no target_map.txt in {processor.data_dir}: cannot name the classes")
-    fmt = PredictionFormat(labels, loaded.regression, args.distill)
+    try:
+        fmt = prediction_format(loaded.task, args, labels, loaded.regression)
+    except UserError as e:
+        raise UserError(f"{e} (looked in {processor.data_dir})") from None
     loader = loaders.get(run_args.loader)(run_args)
     for name, source, output in inputs:
         started = time.perf_counter()

@@ -103,19 +103,32 @@ def batch_starts(lengths: Sequence[int], batch_size: int, max_tokens: int | None
     return starts
 
 
+def concat_rows(outputs: Sequence[torch.Tensor], fill: float = -1) -> torch.Tensor:
+    """Batches' outputs as one tensor of rows. An output whose dim 1 differs between batches (one value per
+    token or unit, e.g. NER tags ``[B, U]``) is padded at the end of dim 1 with ``fill``."""
+    if len(outputs) > 1 and outputs[0].dim() > 1 and len({o.shape[1:] for o in outputs}) > 1:
+        width = max(o.size(1) for o in outputs)
+        outputs = [torch.nn.functional.pad(o, (0, 0) * (o.dim() - 2) + (0, width - o.size(1)), value=fill)
+                   for o in outputs]
+    return torch.cat(list(outputs))
+
+
 def predict_logits(task: Any, model: torch.nn.Module, processor: Any, samples: Sequence[dict[str, Any]],
                    batch_size: int, autocast: Any,
                    to_device: Callable[[dict[str, Any]], dict[str, Any]] = _identity,
                    context: Any = None, max_tokens: int | None = None) -> torch.Tensor:
     """Logits (float32, on the CPU) of ``samples`` in their given order, computed in length-sorted batches
     of at most ``batch_size`` samples and, with ``max_tokens``, at most that many tokens with padding (with
-    a distributed ``context``: each rank computes every world_size-th batch; every rank returns all)."""
+    a distributed ``context``: each rank computes every world_size-th batch; every rank returns all).
+    "Logits" are whatever ``task.inference_step`` returns; per-token outputs are padded (:func:`concat_rows`)."""
     if not samples:
         return torch.zeros(0)
     fields = processor.fields
-    order = length_order([sum(len(s[f]) for f in fields) for s in samples])
+    # (a field a sample lacks counts 0: a bi-encoder embeds single texts, tokens1 without tokens2)
+    order = length_order([sum(len(s[f]) for f in fields if f in s) for s in samples])
     # the padded length of a batch is that of its longest token field (without max_tokens only the count matters)
-    lengths = [max(len(samples[int(j)][f]) for f in fields) for j in order] if max_tokens else order
+    lengths = [max(len(samples[int(j)][f]) for f in fields if f in samples[int(j)]) for j in order] \
+        if max_tokens else order
     starts = batch_starts(lengths, batch_size, max_tokens)
     rank, world_size = (context.rank, context.world_size) if context is not None else (0, 1)
 
@@ -130,7 +143,7 @@ def predict_logits(task: Any, model: torch.nn.Module, processor: Any, samples: S
                     outputs.append((number, task.inference_step(model, to_device(batch)).float().cpu()))
         return outputs
 
-    sorted_logits = torch.cat([logits for _, logits in gather_shares(predict_share, context)])
+    sorted_logits = concat_rows([logits for _, logits in gather_shares(predict_share, context)])
     logits = torch.empty_like(sorted_logits)
     logits[torch.from_numpy(order)] = sorted_logits
     return logits

@@ -1,4 +1,5 @@
-"""The x-serve routes as a Starlette app: POST /predict, GET /health, /ready, /metrics, /openapi.json, /docs.
+"""The x-serve routes as a Starlette app: POST /predict, POST /embed (bi-encoder runs), GET /health, /ready,
+/metrics, /openapi.json, /docs.
 
 Starlette rather than FastAPI: the body of /predict must be read under a size limit and parsed with
 limits on depth and number length *before* anything validates it, which FastAPI's declared bodies
@@ -13,6 +14,7 @@ import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
@@ -21,6 +23,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from xdpx.serve.batching import Batcher, Overloaded
+from xdpx.serve.embedding import embed_inputs, serves_embeddings
 from xdpx.serve.limits import Limits, RequestError, parse_inputs, read_body
 from xdpx.serve.metrics import CLIENT_CLOSED, Metrics, MetricsMiddleware
 from xdpx.serve.openapi import docs_page, openapi_document
@@ -45,6 +48,9 @@ class State:
         self.metrics = Metrics()
         self.batcher = Batcher(predictor.predict_inputs, batch_size, max_wait, max_queue, self.metrics.batch,
                                executor)
+        # POST /embed (a bi-encoder run): texts embedded one by one, batched like /predict's inputs
+        self.embedder = Batcher(partial(embed_inputs, predictor), batch_size, max_wait, max_queue,
+                                self.metrics.batch, executor) if serves_embeddings(predictor) else None
         self.answered = 0  # /predict requests answered 200 (printed when the server stops)
 
 
@@ -54,9 +60,9 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
     ``executor``: the single thread that loaded the predictor (xdpx/serve/model_thread.py), to predict in."""
     limits = limits or Limits()
     state = State(predictor, limits, batch_size or predictor.loaded.batch_size, max_wait, max_queue, executor)
-    schema = openapi_document(limits, predictor.labels)
+    schema = openapi_document(limits, predictor.labels, embeds=state.embedder is not None)
 
-    async def predict(request: Request) -> Response:
+    async def predict(request: Request, batcher: Any = None) -> Response:
         # While the server drains after SIGTERM, requests on open connections are still served. The inputs
         # are encoded in the model thread, not here: tokenizing on the event loop while the model computed
         # halved the requests/s of MiniLM on 2 cores (docs/benchmarks.md, x-serve).
@@ -64,7 +70,7 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
             inputs = parse_inputs(await read_body(request, limits), limits)
             state.metrics.queued.inc(len(inputs))
             try:
-                predictions = await state.batcher.predict(inputs)
+                predictions = await (batcher or state.batcher).predict(inputs)
             finally:
                 state.metrics.queued.dec(len(inputs))
             for index, prediction in enumerate(predictions):
@@ -81,6 +87,12 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
             return error(500, f"prediction failed: {type(e).__name__}: {e}")
         state.answered += 1
         return JSON(predictions)
+
+    async def embed(request: Request) -> Response:
+        if state.embedder is None:
+            return error(404, f"POST /embed serves bi-encoder runs (model bi_encoder or bert_bi_encoder); this run "
+                              f"is a {predictor.loaded.run_args.model}: use POST /predict")
+        return await predict(request, state.embedder)
 
     async def health(request: Request) -> Response:
         return JSON({"status": "ok", **predictor.describe()})
@@ -103,7 +115,7 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
         return HTMLResponse(page)
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return error(404, f"no such path {request.url.path!r}: use POST /predict, GET /health, /ready, "
+        return error(404, f"no such path {request.url.path!r}: use POST /predict (/embed), GET /health, /ready, "
                           "/metrics, /openapi.json or /docs")
 
     async def wrong_method(request: Request, exc: Exception) -> Response:
@@ -112,10 +124,15 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.batcher.start()
+        if state.embedder is not None:
+            state.embedder.start()
         yield
         await state.batcher.stop()
+        if state.embedder is not None:
+            await state.embedder.stop()
 
-    app = Starlette(routes=[Route("/predict", predict, methods=["POST"]), Route("/health", health),
+    app = Starlette(routes=[Route("/predict", predict, methods=["POST"]), Route("/embed", embed, methods=["POST"]),
+                            Route("/health", health),
                             Route("/ready", ready), Route("/metrics", metrics), Route("/openapi.json", openapi),
                             Route("/docs", docs)],
                     exception_handlers={404: not_found, 405: wrong_method}, lifespan=lifespan)

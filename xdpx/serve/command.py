@@ -13,6 +13,7 @@ limits (413, 408, 400 with the reason), and SIGTERM drains the requests in fligh
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -25,6 +26,8 @@ __all__ = ["BadInput", "Predictor", "load_predictor", "main", "interactive"]
 def format_prediction(prediction: dict[str, Any]) -> str:
     if "score" in prediction:
         return f"score {prediction['score']:.6g}"
+    if "probabilities" not in prediction:  # a task's own format (NER entities, ...): its JSON object
+        return json.dumps(prediction, ensure_ascii=False)
     others = ", ".join(f"{k}: {v:.4f}" for k, v in prediction["probabilities"].items())
     return f"{prediction['label']}\t{prediction['prob']:.4f}\t({others})"
 

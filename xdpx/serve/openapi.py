@@ -14,9 +14,10 @@ def _error(description: str) -> dict[str, Any]:
     return {**_ERROR, "description": description}
 
 
-def openapi_document(limits: Any, labels: list[str]) -> dict[str, Any]:
+def openapi_document(limits: Any, labels: list[str], embeds: bool = False) -> dict[str, Any]:
+    """The document of the routes served; ``embeds``: the run is a bi-encoder, POST /embed is served."""
     text = {"type": "string", "maxLength": limits.max_text_chars}
-    return {
+    document = {
         "openapi": "3.1.0",
         "info": {"title": "x-serve", "version": "1",
                  "description": "Predictions of an XDPX run: the run's own processor, requests batched together."},
@@ -55,9 +56,32 @@ def openapi_document(limits: Any, labels: list[str]) -> dict[str, Any]:
                     "prob": {"type": "number"},
                     "probabilities": {"type": "object", "additionalProperties": {"type": "number"}}}},
                 {"type": "object", "required": ["score"], "properties": {"score": {"type": "number"}}},
+                {"type": "object", "required": ["labels", "probabilities"], "description": "a multilabel run's",
+                 "properties": {"labels": {"type": "array", "items": {"type": "string"}},
+                                "probabilities": {"type": "object", "additionalProperties": {"type": "number"}}}},
+                {"type": "object", "required": ["embeddings", "cosine"], "description": "a bi-encoder's, for a pair",
+                 "properties": {"embeddings": {"type": "array", "items": {"type": "array",
+                                                                           "items": {"type": "number"}}},
+                                "cosine": {"type": "number"}}},
             ]},
+            "Embedding": {"type": "object", "required": ["embedding"], "properties": {
+                "embedding": {"type": "array", "items": {"type": "number"},
+                              "description": "L2-normalised when the run's normalize is on (the default)"}}},
         }},
     }
+    if embeds:
+        document["paths"]["/embed"] = {"post": {
+            "summary": "Embed a list of texts (bi-encoder runs)",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "array", "minItems": 1, "maxItems": limits.max_inputs,
+                "items": {**text, "description": "one text, embedded on its own"}}}}},
+            "responses": {
+                "200": {"description": "one embedding per text, in order", "content": {"application/json": {
+                    "schema": {"type": "array", "items": {"$ref": "#/components/schemas/Embedding"}}}}},
+                "400": _error("the body is not a JSON list of texts, or breaks a limit (the message says which)"),
+                "503": _error("the queue is full (or too many connections); see the Retry-After header"),
+            }}}
+    return document
 
 
 def docs_page(document: dict[str, Any]) -> str:

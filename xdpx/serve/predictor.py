@@ -19,7 +19,7 @@ class Predictor:
 
     def __init__(self, loaded: Any, max_tokens: int | None = None) -> None:
         from xdpx.data import loaders, parsers
-        from xdpx.inference.outputs import PredictionFormat
+        from xdpx.inference.outputs import prediction_format
 
         self.loaded = loaded
         run_args = loaded.run_args
@@ -30,7 +30,9 @@ class Predictor:
             raise BadInput(f"processor {run_args.processor!r} (language model) has no per-line predictions to serve")
         self.num_texts = processor.num_texts
         self.labels = processor.target_map.labels if processor.target_map is not None else []
-        self.format = PredictionFormat(self.labels, loaded.regression, distill=False)
+        # the task's own format (NER entities, label sets, embeddings) or the class / regression columns
+        self.format = prediction_format(loaded.task, None, processor.target_map.labels
+                                        if processor.target_map is not None else None, loaded.regression)
         self.lock = threading.Lock()
         # a forward pass holds at most this many tokens with padding: a batch of requests is cut, by
         # length, into passes that pad little (None: batch_size samples per pass, whatever their lengths)
@@ -51,7 +53,11 @@ class Predictor:
 
         processor = self.loaded.processor
         try:
-            if isinstance(item, str):
+            if isinstance(item, str) and getattr(self.parser, "text_requests", False):
+                texts = [item.strip()]  # a parser of multi-line records (CoNLL): a request is the text itself
+                if not texts[0]:
+                    raise BadLine("empty text")
+            elif isinstance(item, str):
                 columns = self.parser.parse(item.rstrip("\r\n"))
                 texts, _label = self.loader.fields(columns, self.loader.layout_of(columns))
             elif isinstance(item, list) and all(isinstance(t, str) for t in item):
@@ -84,22 +90,13 @@ class Predictor:
         return [next(predictions) if r is None else r for r in results]
 
     def predict_samples(self, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        from xdpx.inference.outputs import probabilities
         from xdpx.inference.scoring import predict_logits
 
         loaded = self.loaded
         with self.lock:  # one forward pass at a time: the model's threads already use the cores
             logits = predict_logits(loaded.task, loaded.model, loaded.processor, samples, loaded.batch_size,
                                     loaded.autocast, loaded.to_device, max_tokens=self.max_tokens).numpy()
-        values = probabilities(logits, loaded.regression)
-        if loaded.regression:
-            return [{"score": float(v)} for v in values]
-        out = []
-        for row in values:
-            best = int(row.argmax())
-            out.append({"label": self.labels[best], "prob": float(row[best]),
-                        "probabilities": {label: float(p) for label, p in zip(self.labels, row)}})
-        return out
+        return self.format.records(logits, samples)
 
 
 def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int | None = None,

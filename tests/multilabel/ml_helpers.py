@@ -1,0 +1,45 @@
+"""Helpers of the multi-label tests (fixtures are in conftest.py): x-prepro of the committed People's Daily
+multi-label sample, the config of a tiny cls_cnn run with multilabel_bce."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from xdpx.cli import run_chain
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "examples/multilabel/data"
+# tiny and fast, still real: cls_cnn on 240 sentences (60 in dev), 5 labels
+RUN = {"model": "cls_cnn", "loss": "multilabel_bce", "embedding_dim": 16, "num_filters": 8, "kernel_sizes": [1, 2],
+       "dropout": 0.1, "batch_size": 16, "learning_rate": 5e-3, "max_epoch": 2, "eval_interval": 10,
+       "major_metric": "micro_f1", "log_interval": 4, "decision_threshold": 0.4, "label_thresholds": {"person": 0.3},
+       "resume": True, "save_best_only": True, "save_last_only": True}
+
+
+def prepro(root: Path, **overrides: object) -> Path:
+    config = {"__parent__": str(REPO / "examples/multilabel/prepro_char"), "data_source": str(SAMPLE),
+              "data_dir": str(root / "data"), "workers": 1, **overrides}
+    (root / "prepro.json").write_text(json.dumps(config, ensure_ascii=False))
+    assert run_chain(["x-prepro", str(root / "prepro.json")]) == 0
+    return root / "data"
+
+
+def train_config(root: Path, data_dir: Path, **overrides: object) -> Path:
+    config = {"__parent__": "${data_dir}/meta", "data_dir": str(data_dir), "save_dir": str(root / "run"),
+              **RUN, **overrides}
+    config = {k: v for k, v in config.items() if v is not ...}  # `key=...` drops a RUN key
+    path = root / "train.json"
+    path.write_text(json.dumps(config, ensure_ascii=False))
+    return path
+
+
+def run_killable(config: Path, where: str = "never", n: int = 0) -> int:
+    """x-train of ``config`` in its own process, killed (SIGKILL) at the n-th ``where`` of
+    tests/train/kill_runner.py ('never': runs to the end). The exit code (-9 when killed)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, str(REPO / "tests/train/kill_runner.py"), str(config), where, str(n)],
+                          capture_output=True, timeout=300, env=env).returncode

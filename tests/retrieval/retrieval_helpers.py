@@ -1,0 +1,47 @@
+"""Helpers of the retrieval tests (fixtures are in conftest.py): x-prepro of the committed STS-B retrieval
+sample (pairs with score >= 4; words as tokens, vocabulary with [CLS]/[SEP] built from train), and a tiny
+random BERT bi-encoder run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from xdpx.cli import run_chain
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "examples/retrieval/data"
+# tiny and fast, still real: a 2-layer BERT of width 32 from random weights, 160 pairs (60 in dev)
+RUN = {"model": "bert_bi_encoder", "pretrained_model": None, "hidden_size": 32, "num_hidden_layers": 2,
+       "num_attention_heads": 2, "intermediate_size": 48, "loss": "info_nce", "batch_size": 16,
+       "learning_rate": 1e-3, "max_epoch": 2, "eval_interval": 6, "major_metric": "mrr", "log_interval": 4,
+       "hidden_dropout_prob": 0.1, "resume": True, "save_best_only": True, "save_last_only": True}
+
+
+def prepro(root: Path, **overrides: object) -> Path:
+    config = {"__parent__": str(REPO / "examples/retrieval/prepro_retrieval_bert"), "data_source": str(SAMPLE),
+              "data_dir": str(root / "data"), "tokenizer": "space", "vocab_file": None, "threshold": 0,
+              "workers": 1, **overrides}
+    (root / "prepro.json").write_text(json.dumps(config))
+    assert run_chain(["x-prepro", str(root / "prepro.json")]) == 0
+    return root / "data"
+
+
+def train_config(root: Path, data_dir: Path, **overrides: object) -> Path:
+    config = {"__parent__": "${data_dir}/meta", "data_dir": str(data_dir), "save_dir": str(root / "run"),
+              **RUN, **overrides}
+    config = {k: v for k, v in config.items() if v is not ...}  # `key=...` drops a RUN key
+    path = root / "train.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def run_killable(config: Path, where: str = "never", n: int = 0) -> int:
+    """x-train of ``config`` in its own process, killed (SIGKILL) at the n-th ``where`` of
+    tests/train/kill_runner.py ('never': runs to the end). The exit code (-9 when killed)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, str(REPO / "tests/train/kill_runner.py"), str(config), where, str(n)],
+                          capture_output=True, timeout=300, env=env).returncode

@@ -1,0 +1,110 @@
+"""``x-script build_index SAVE_DIR TEXTS OUT_DIR [--checkpoint <best>] [--column 0] [--backend auto]
+[--batch-size 64]``: embed every text of TEXTS with a bi-encoder run and write a nearest-neighbour index.
+
+SAVE_DIR is an x-train run of model bi_encoder or bert_bi_encoder (its ``--checkpoint``: ``<best>``,
+``<last>`` or a file). TEXTS holds one text per line; with ``--column N`` it is tab-separated and column N
+(0-based) is the text (e.g. the positives of a retrieval split: ``--column 1``). Each text is encoded on its
+own with the run's processor, as x-serve's POST /embed does. The text's id is its number among the
+non-empty lines (0-based). ``--backend``: faiss (faiss-cpu, the ``faiss`` extra), numpy (a matrix with the
+same interface and the same answers), auto (faiss when installed). OUT_DIR gets index.json, the vectors and
+texts.tsv (xdpx/scripts/vector_index.py); query it with x-script search.
+"""
+
+from __future__ import annotations
+
+import time
+
+from xdpx import io
+from xdpx.command import script
+from xdpx.config.errors import ConfigError
+from xdpx.errors import UserError
+from xdpx.io.ownership import Output, check_outputs, claim
+from xdpx.scripts.result_tables import number_flag, split_flags
+
+USAGE = ("usage: x-script build_index SAVE_DIR TEXTS OUT_DIR [--checkpoint <best>] [--column 0] "
+         "[--backend auto] [--batch-size 64]")
+
+
+def read_texts(path: str, column: int | None) -> list[str]:
+    if not io.exists(path):
+        raise UserError(f"{path} does not exist: give a file of texts, one per line")
+    texts = []
+    with io.open(path) as f:
+        for number, line in enumerate(f, start=1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            if column is not None:
+                cells = line.split("\t")
+                if column >= len(cells):
+                    raise UserError(f"{path}:{number}: {len(cells)} column(s), no column {column} (--column counts "
+                                    "from 0)")
+                line = cells[column]
+            texts.append(line.strip())
+    if not texts:
+        raise UserError(f"{path}: no text in it")
+    return texts
+
+
+def load_bi_encoder(save_dir: str, checkpoint: str, batch_size: int | None) -> tuple[object, object]:
+    """The run's Predictor (its model, processor and batching) and the path of the checkpoint loaded."""
+    from xdpx.models.checkpoints import BEST, LAST
+    from xdpx.serve.embedding import serves_embeddings
+    from xdpx.serve.predictor import load_predictor
+
+    spec = io.join(save_dir, checkpoint) if checkpoint in (BEST, LAST) else checkpoint
+    predictor = load_predictor(save_dir, spec, batch_size, cpu=True)
+    if not serves_embeddings(predictor):
+        raise UserError(f"{save_dir} is a {predictor.loaded.run_args.model} run: build_index needs a bi-encoder "
+                        "(model bi_encoder or bert_bi_encoder)")
+    return predictor, predictor.loaded.checkpoint
+
+
+def embed_texts(predictor: object, texts: list[str]) -> object:
+    """``[N, D]`` float32 embeddings, each text encoded on its own (x-serve /embed's processing)."""
+    import numpy as np
+
+    from xdpx.inference.scoring import predict_logits
+
+    loaded = predictor.loaded  # type: ignore[attr-defined]
+    samples = []
+    for i, text in enumerate(texts):
+        sample = loaded.processor.encode([text])
+        sample["id"] = i
+        samples.append(sample)
+    outputs = predict_logits(loaded.task, loaded.model, loaded.processor, samples, loaded.batch_size,
+                             loaded.autocast, loaded.to_device)
+    return np.ascontiguousarray(outputs.numpy().reshape(len(texts), -1), dtype=np.float32)
+
+
+@script("build_index")
+def main(argv: list[str]) -> int:
+    """Embed a file of texts with a bi-encoder run and write a FAISS (or numpy) nearest-neighbour index."""
+    from xdpx.scripts.vector_index import BACKENDS, new_index, save_index
+
+    positional, flags = split_flags(argv, {"checkpoint": "<best>", "column": None, "backend": "auto",
+                                           "batch_size": None}, USAGE)
+    if len(positional) != 3:
+        raise ConfigError([USAGE])
+    save_dir, texts_path, out_dir = positional
+    if flags["backend"] not in BACKENDS:
+        raise ConfigError([f"--backend {flags['backend']!r}: one of {', '.join(BACKENDS)}. {USAGE}"])
+    column = int(number_flag(flags, "column", USAGE, low=-1)) if flags["column"] is not None else None
+    batch_size = int(number_flag(flags, "batch_size", USAGE, low=0)) if flags["batch_size"] is not None else None
+    # OUT_DIR: a new or empty folder, or one build_index wrote (never a folder of the user's own files)
+    problems = check_outputs("build_index", [Output("OUT_DIR", out_dir, kind="folder")],
+                             [("TEXTS", texts_path), ("SAVE_DIR", save_dir)], lambda _key: "x-script build_index")
+    if problems:
+        raise ConfigError(problems)
+    texts = read_texts(texts_path, column)
+    predictor, checkpoint = load_bi_encoder(save_dir, str(flags["checkpoint"]), batch_size)
+    started = time.time()
+    vectors = embed_texts(predictor, texts)
+    index = new_index(str(flags["backend"]), vectors.shape[1])
+    index.add(vectors)
+    save_index(out_dir, index, texts, {"save_dir": save_dir, "checkpoint": str(checkpoint), "texts": texts_path,
+                                       "column": column, "metric": "inner_product"})
+    claim("build_index", out_dir)
+    print(f"build_index: {len(texts)} texts of {texts_path} -> {out_dir} ({index.backend}, dim {index.dim}) in "
+          f"{time.time() - started:.1f}s")
+    return 0
