@@ -1,8 +1,10 @@
-"""BERT as a TensorFlow SavedModel: the same computation written in TF ops over the run's weights
-(embeddings, post-LayerNorm encoder layers, pooler, heads), saved with one serving signature.
+"""A run as a TensorFlow SavedModel: BERT written here in TF ops over the run's weights (embeddings,
+post-LayerNorm encoder layers, pooler, heads), the non-transformer models in tf_students.py, raw-text
+inputs (init_tables) in tf_text.py; saved with one serving signature (two with init_tables).
 
-Inputs ``input_ids``, ``token_type_ids``, ``attention_mask`` (int64 ``[batch, length]``; the length is
-``max_len`` with fix_len, else dynamic); outputs ``logits`` (classification ``[B, classes]``, regression
+Inputs ``input_ids``, ``token_type_ids``, ``attention_mask`` for BERT, the processor's ``tokens`` or
+``tokens1``, ``tokens2`` for the others (int64 ``[batch, length]``; the length is ``max_len`` with
+fix_len, else dynamic); outputs ``logits`` (classification ``[B, classes]``, regression
 ``[B]``, MLM ``[B, T, vocab]``) or ``mlm_logits`` and ``sop_logits`` for bert_pretrain. TensorFlow is
 imported inside the functions (optional extra ``xdpx[tf]``).
 """
@@ -12,13 +14,15 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from xdpx import io
 from xdpx.errors import UserError
-from xdpx.export.parity import ParityReport, check_parity, parity_batches
+from xdpx.export.parity import check_parity, parity_batches
+from xdpx.export.tf_students import STUDENT_INPUTS, build_tf_student
 
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 SAVEDMODEL_MODELS = ("bert_classification", "bert_pair", "bert_lm", "bert_pretrain")
@@ -136,56 +140,123 @@ def head_of(model_name: str) -> str:
 
     if model_name not in SAVEDMODEL_MODELS:
         raise UserError(f"export_tf: model {model_name!r} cannot be written as a TF SavedModel (supported: "
-                        f"{', '.join(SAVEDMODEL_MODELS)}); use export_onnx or export_torchscript")
+                        f"{', '.join(SAVEDMODEL_MODELS + tuple(STUDENT_INPUTS))}); use export_onnx or "
+                        "export_torchscript")
     return {"bert_lm": "lm", "bert_pretrain": "pretrain"}.get(model_name, "classification")
+
+
+def inputs_of(model_name: str) -> tuple[str, ...]:
+    """The token inputs of the SavedModel of a model (BERT's three, or the student's token fields)."""
+    if model_name in STUDENT_INPUTS:
+        return STUDENT_INPUTS[model_name]
+    head_of(model_name)  # a UserError for a model with no TF form
+    return INPUTS
 
 
 def pad_to(batch: dict[str, Any], length: int, pad_index: int) -> dict[str, Any]:
     """A batch padded to ``length`` (fix_len): ids with pad_index, token types and mask with 0."""
     import torch
 
-    extra = length - batch["input_ids"].size(1)
-    if extra < 0:
-        raise ValueError(f"a batch of length {batch['input_ids'].size(1)} is longer than fix_len {length}")
-    values = {"input_ids": pad_index, "token_type_ids": 0, "attention_mask": 0}
-    return {k: torch.nn.functional.pad(v, (0, extra), value=values.get(k, 0)) for k, v in batch.items()}
+    widest = max(v.size(1) for v in batch.values())
+    if widest > length:
+        raise ValueError(f"a batch of length {widest} is longer than fix_len {length}")
+    values = {"token_type_ids": 0, "attention_mask": 0}
+    return {k: torch.nn.functional.pad(v, (0, length - v.size(1)), value=values.get(k, pad_index))
+            for k, v in batch.items()}
 
 
-def write_savedmodel(run: Any, out_dir: str, signature_def_key: str, fix_len: bool) -> int | None:
-    """Save the run's model as a SavedModel in out_dir; return the fixed length (None when dynamic)."""
+@dataclass
+class SavedModelLayout:
+    """What a written SavedModel takes and gives: its signatures, the token inputs, the fixed length."""
+
+    signatures: dict[str, list[str]]  # signature name -> its input names
+    token_inputs: tuple[str, ...]
+    ids_signature: str  # the signature that takes token ids
+    text_signature: str | None  # the one that takes raw strings (init_tables)
+    fix_len: int | None
+
+
+def build_module(run: Any, signature_def_key: str, length: int | None, init_tables: bool) -> tuple[Any, dict[str, Any],
+                                                                                                  SavedModelLayout]:
+    """The tf.Module of the run's model, its signature functions by name, and their layout."""
+    from xdpx.models.modules.base import is_regression
+
+    inputs = inputs_of(run.args.model)
+    if init_tables:
+        from xdpx.export.tf_text import check_text_tokenizer
+
+        check_text_tokenizer(run.args)  # before any work: BERT's WordPiece and jieba have no TF form here
+    if run.args.model in STUDENT_INPUTS:
+        weights = {k: v.detach().float().cpu().numpy() for k, v in run.model.state_dict().items()}
+        module = build_tf_student(weights, run.args, length)
+        ids_serving = module.ids_serving
+    else:
+        weights = {k: v.detach().float().cpu().numpy() for k, v in run.model.state_dict().items()
+                   if not k.startswith("cls.predictions.decoder.")}
+        module = build_tf_bert(weights, run.model.hf_config(), head_of(run.args.model), run.args.get("pooling", "cls"),
+                               length)
+        ids_serving = module.serving
+    if not init_tables:
+        layout = SavedModelLayout({signature_def_key: list(inputs)}, inputs, signature_def_key, None, length)
+        return module, {signature_def_key: ids_serving}, layout
+    from xdpx.export.companions import labels_of
+    from xdpx.export.tf_text import attach_text_serving
+
+    names = attach_text_serving(module, run.processor, run.args, inputs, labels_of(run), is_regression(run.args), length)
+    ids_key = f"{signature_def_key}_ids"
+    layout = SavedModelLayout({signature_def_key: names, ids_key: list(inputs)}, inputs, ids_key, signature_def_key,
+                              length)
+    return module, {signature_def_key: module.text_serving, ids_key: ids_serving}, layout
+
+
+def write_savedmodel(run: Any, out_dir: str, signature_def_key: str, fix_len: bool,
+                     init_tables: bool = False) -> SavedModelLayout:
+    """Save the run's model as a SavedModel in out_dir; with ``init_tables`` its ``signature_def_key`` takes
+    raw strings (and ``<signature_def_key>_ids`` token ids)."""
     import tensorflow as tf
 
-    head = head_of(run.args.model)
-    weights = {k: v.detach().float().cpu().numpy() for k, v in run.model.state_dict().items()
-               if not k.startswith("cls.predictions.decoder.")}
     length = int(run.args.max_len) if fix_len else None
-    module = build_tf_bert(weights, run.model.hf_config(), head, run.args.get("pooling", "cls"), length)
+    module, signatures, layout = build_module(run, signature_def_key, length, init_tables)
     with tempfile.TemporaryDirectory(prefix="xdpx-tf-") as tmp:
         local = out_dir if not io.is_remote(out_dir) else os.path.join(tmp, "savedmodel")
-        tf.saved_model.save(module, local, signatures={signature_def_key: module.serving})
+        tf.saved_model.save(module, local, signatures=signatures)
         if local != out_dir:
             io.copytree(local, out_dir)
-    return length
+    return layout
 
 
-def check_savedmodel(run: Any, out_dir: str, signature_def_key: str, fix_len: int | None,
-                     samples: list[dict[str, Any]]) -> ParityReport:
-    """Load the SavedModel with TensorFlow and compare its signature's outputs with the run's model."""
+def check_savedmodel(run: Any, out_dir: str, layout: SavedModelLayout, samples: list[dict[str, Any]]) -> str:
+    """Load the SavedModel with TensorFlow and compare its signatures' outputs with the run's model: the ids
+    signature on batches of real samples, the raw-text one (init_tables) with x-pred on their texts."""
     import tensorflow as tf
 
+    student = run.args.model in STUDENT_INPUTS
+    # the students' TF graphs follow the PyTorch ops one to one; BERT's attention sums differ more
+    atol = 1e-5 if student else 1e-4
     with tempfile.TemporaryDirectory(prefix="xdpx-tf-") as tmp:
         local = out_dir
         if io.is_remote(out_dir):
             local = os.path.join(tmp, "savedmodel")
             io.copytree(out_dir, local)
-        serving = tf.saved_model.load(local).signatures[signature_def_key]
-        batches = parity_batches(run.processor, samples)
-        if fix_len:
-            batches = [pad_to(b, fix_len, run.processor.pad_index) for b in batches]
+        loaded = tf.saved_model.load(local)
+        serving = loaded.signatures[layout.ids_signature]
+        batches = [{n: b[n] for n in layout.token_inputs} for b in parity_batches(run.processor, samples)]
+        if layout.fix_len:
+            batches = [pad_to(b, layout.fix_len, run.processor.pad_index) for b in batches]
 
         def tf_outputs(batch: dict[str, Any]) -> list[Any]:
-            out = serving(**{n: tf.constant(batch[n].numpy()) for n in INPUTS})
+            out = serving(**{n: tf.constant(batch[n].numpy()) for n in layout.token_inputs})
             names = ["mlm_logits", "sop_logits"] if "sop_logits" in out else ["logits"]
             return [out[n].numpy() for n in names]
 
-        return check_parity(lambda b: run.model(**b), tf_outputs, batches, "TF SavedModel", atol=1e-4, rtol=1e-4)
+        report = check_parity(lambda b: run.model(**b), tf_outputs, batches, "TF SavedModel", atol=atol,
+                              rtol=0 if student else 1e-4).describe()
+        if layout.text_signature is None:
+            return report
+        from xdpx.export.tf_text import check_text_savedmodel
+        from xdpx.models.modules.base import is_regression
+
+        texts = check_text_savedmodel(loaded.signatures[layout.text_signature], run,
+                                      layout.signatures[layout.text_signature], samples, layout.token_inputs,
+                                      is_regression(run.args), atol)
+        return f"{report}; {texts}"

@@ -6,6 +6,9 @@
 - ``config`` mode: a training config, the model as it initialises it: seeded with ``seed``, then its
   ``pretrained_model`` loaded when it has one (or ``checkpoint`` when given).
 
+``from_tf``: ``checkpoint`` is TensorFlow's (a SavedModel that export_tf wrote, or a TF BERT checkpoint);
+its weights are read into the run's model by name, and the rest is as above.
+
 ``extra_config`` overrides the run's options and is checked against the training options like any
 config (another loss or task for evaluation, say). Weight keys that are missing or unexpected are
 reported: an error for a checkpoint of the run itself, a printed list for pretrained weights.
@@ -121,11 +124,22 @@ def processor_dir(args: Args, run_args: Args) -> str:
     return run_args.data_dir
 
 
+def is_tf_checkpoint(path: str) -> bool:
+    """A SavedModel or TF checkpoint folder, or the prefix of TF checkpoint files (``prefix.index``)."""
+    return io.isdir(path) or io.exists(f"{path}.index")
+
+
 def check_checkpoint(args: Args) -> None:
     """A ``checkpoint`` given in the config must exist (a config error, found before any work)."""
     from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
 
     if args.checkpoint is None:
+        return
+    if args.get("from_tf"):
+        if not is_tf_checkpoint(args.checkpoint):
+            raise ConfigError(f"{args.source('checkpoint')}: key 'checkpoint': {args.checkpoint!r} is neither a folder "
+                              "(a SavedModel of export_tf) nor a TF checkpoint prefix (no .index file), as from_tf: "
+                              "true expects")
         return
     try:
         resolve_checkpoint(args.checkpoint)
@@ -158,6 +172,32 @@ def choose_checkpoint(args: Args, run_args: Args) -> tuple[str | None, bool]:
                     "evaluation, or give checkpoint: a path")
 
 
+def load_tf_weights_into(model: Any, path: str, say: Any = print) -> None:
+    """``from_tf``: the weights of a SavedModel that export_tf wrote (variables named as the state_dict) or
+    of a TF BERT checkpoint (Google names, read into Hugging Face names), loaded by name into ``model``.
+    Every parameter must come from the file with its shape; buffers the file lacks keep their values."""
+    import torch
+
+    from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint
+
+    weights = read_tf_bert_checkpoint(path)
+    state = model.state_dict()
+    parameters = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    missing = [k for k in state if k not in weights and k in parameters]
+    unexpected = [k for k in weights if k not in state]
+    wrong = [f"{k} {tuple(weights[k].shape)} (the model's: {tuple(state[k].shape)})" for k in state
+             if k in weights and tuple(weights[k].shape) != tuple(state[k].shape)]
+    if missing or wrong:
+        raise UserError(f"checkpoint {path} (from_tf) does not hold the weights of model {type(model).__name__}: "
+                        + (f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}; " if missing else "")
+                        + (f"other shapes {wrong[:5]}; " if wrong else "")
+                        + "from_tf reads the SavedModel export_tf wrote of this run (or for BERT a TF BERT checkpoint)")
+    if unexpected:
+        say(f"from_tf: {len(unexpected)} variable(s) of {path} that the model has not were left out: {unexpected[:5]}")
+    model.load_state_dict({k: torch.from_numpy(weights[k].copy()) for k in state if k in weights}, strict=False)
+    say(f"from_tf: {len([k for k in state if k in weights])} weights read from {path}")
+
+
 def load_weights_into(model: Any, path: str, strict: bool, say: Any = print) -> None:
     """:func:`xdpx.models.checkpoints.load_weights_into` with the hint that fits x-eval / x-pred."""
     from xdpx.models.checkpoints import load_weights_into as load
@@ -186,14 +226,26 @@ def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> Lo
     seed_everything(args.seed)
     task = component("task")(run_args)
     model = task.build_model()
-    checkpoint, strict = choose_checkpoint(args, run_args)
-    if checkpoint is not None and args.checkpoint is None and args.config is not None \
+    from_tf = bool(args.get("from_tf"))
+    # from_tf weights are a plain model (export_tf folds LoRA adapters in): loaded like pretrained weights
+    checkpoint, strict = (args.checkpoint, False) if from_tf else choose_checkpoint(args, run_args)
+    if run_args.get("lora") is not None and strict:  # the run's own checkpoint holds the adapters: wrap as x-train did
+        from xdpx.models.lora import add_lora
+
+        add_lora(model, run_args, say=lambda _message: None)
+    if from_tf:
+        load_tf_weights_into(model, checkpoint, say)  # a SavedModel of export_tf, or a TF BERT checkpoint
+    elif checkpoint is not None and args.checkpoint is None and args.config is not None \
             and hasattr(model, "load_pretrained"):
         model.load_pretrained(checkpoint, say)  # the model's own loader (BERT: Hugging Face dirs, TF checkpoints)
     elif checkpoint is not None:
         load_weights_into(model, checkpoint, strict, say)
     else:
         say(f"no checkpoint: the model as initialised by {args.config} with seed {args.seed}")
+    if run_args.get("lora") is not None and not strict:  # pretrained weights, then fresh adapters (as x-train starts)
+        from xdpx.models.lora import add_lora
+
+        add_lora(model, run_args, say=lambda _message: None)
     model = model.to(device).eval()
     if args.compile:
         from xdpx.train.compiling import compile_module

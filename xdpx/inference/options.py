@@ -1,6 +1,6 @@
 """Options shared by x-eval and x-pred: how the model is loaded and how raw data is read.
 
-Names, types and defaults follow the original XDPX's manual's "验证/预测" section (from_tf arrives with BERT).
+Names, types and defaults follow the original XDPX's manual's "验证/预测" section.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ LOAD_OPTIONS: list[Any] = [
            doc="weights to load: a full path, or ${save_dir}/<best> / ${save_dir}/<last>. Default: the best "
                "checkpoint in save_dir mode (the last one when the run saved no best), the initial weights "
                "in config mode"),
+    Option("from_tf", bool, default=False,
+           doc="checkpoint is TensorFlow's: a SavedModel folder that export_tf wrote, or (BERT runs) a TF BERT "
+               "checkpoint (prefix such as .../bert_model.ckpt, or its folder); its weights are read into the run's "
+               "model, every one of them by name, and the evaluation or prediction runs as usual (the run's "
+               "processor, batching and metrics). Needs tensorflow-cpu"),
     Option("batch_size", int, default=None, validate=at_least(1),
            doc="samples per batch; null: the run's valid_batch_size"),
     Option("cuda", bool, default=_cuda_available, default_doc="torch.cuda.is_available()",
@@ -53,6 +58,9 @@ LOAD_OPTIONS: list[Any] = [
     Rule(lambda a: (a.save_dir is None) != (a.config is None),
          "set exactly one of save_dir (a run directory) and config (a training config)",
          keys=("save_dir", "config")),
+    Rule(lambda a: not a.from_tf or a.checkpoint is not None,
+         "from_tf: true reads the weights of checkpoint: set checkpoint to the SavedModel folder export_tf wrote "
+         "(or a TF BERT checkpoint)", keys=("from_tf", "checkpoint")),
 ]
 
 RAW_DATA_OPTIONS: list[Any] = [
@@ -67,7 +75,9 @@ def read_paths(args: Any, key: str, names: list[str]) -> list[tuple[str, str]]:
     """(option, path) of what an x-eval / x-pred run reads besides its run: the checkpoint it loads and the
     files (or SQLite databases) ``names`` holds, so that no output replaces them (xdpx.io.ownership)."""
     found = []
-    if args.checkpoint:
+    if args.checkpoint and args.get("from_tf"):
+        found.append(("checkpoint", args.checkpoint))  # a SavedModel folder or a TF checkpoint prefix
+    elif args.checkpoint:
         try:
             found.append(("checkpoint", resolve_checkpoint(args.checkpoint)))
         except CheckpointError:

