@@ -134,7 +134,9 @@ def _error(prefix: str, error: BaseException, code: int) -> int:
     return code
 
 
-def run_chain(argv: list[str]) -> int:
+def run_chain(argv: list[str], run_index: int | None = None) -> int:
+    """Run the chain; ``run_index``: only that run (0-based, in loop order) of each config with several runs,
+    as a task of x-submit's job array runs it (every run is still checked first)."""
     name = help_requested(argv)
     if name is not None:
         print(usage(name), end="")
@@ -156,6 +158,10 @@ def run_chain(argv: list[str]) -> int:
             command = get_command(name)
             try:
                 runs = resolve_runs(name, path)
+                if run_index is not None and len(runs) > 1:
+                    if run_index >= len(runs):
+                        raise ConfigError(f"{path}: run index {run_index}, but the config describes {len(runs)} runs")
+                    runs = [runs[run_index]]
                 check_outputs(command, runs)
             except ConfigError as e:
                 return _error(f"{name}: ", e, EXIT_CONFIG)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from slurm_cluster import SlurmCluster, missing_tools, start_cluster
+from submit_helpers import local_torchrun, write_config
 
 from xdpx.io.testing import unavailable
 
@@ -30,3 +32,11 @@ def slurm() -> Iterator[SlurmCluster]:
             yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def local_run(reviews: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny config trained by a local ``torchrun --nproc_per_node=2`` (the reference of the jobs)."""
+    folder = tmp_path_factory.mktemp("local")
+    local_torchrun(folder, write_config(folder / "local.hjson", reviews, "runs/local"))
+    return folder / "runs/local"

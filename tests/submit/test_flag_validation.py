@@ -24,7 +24,10 @@ INJECTIONS = ["gpu\ntouch {marker}", "gpu; touch {marker}", "$(touch {marker})",
 # the flag and a word of the expected form its refusal names
 FLAGS = [("--partition", "partition name"), ("--time", "D-HH:MM:SS"), ("--job-name", "letters, digits"),
          ("--log-dir", "folder of letters"), ("--mem", "16G"), ("--nodes", "whole number"),
-         ("--gpus-per-node", "whole number"), ("--procs-per-node", "whole number"), ("--cpus", "whole number")]
+         ("--gpus-per-node", "whole number"), ("--procs-per-node", "whole number"), ("--cpus", "whole number"),
+         ("--constraint", "node features"), ("--account", "account name"), ("--qos", "QOS name"),
+         ("--reservation", "reservation name"), ("--sbatch", "--sbatch=--NAME=VALUE"),
+         ("--signal-grace", "whole number"), ("--max-parallel", "whole number"), ("--workers", "whole number")]
 
 
 @pytest.fixture

@@ -32,13 +32,15 @@ def test_dry_prints_a_multi_node_script_and_writes_nothing(reviews, tmp_path, mo
     for directive in ("--job-name=x-prepro.prepro", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=32",
                       "--gpus-per-node=4", "--mem=64G", "--time=2:00:00", "--partition=gpu",
                       f"--output={tmp_path}/slurm_jobs/x-prepro.prepro.%j.log", f"--chdir={tmp_path}",
-                      "--export=ALL"):
+                      "--export=ALL", "--signal=USR1@120", "--requeue", "--open-mode=append"):
         assert f"#SBATCH {directive}\n" in script
     assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in script
     # x-prepro once, on one process; x-train on both nodes, 4 processes each, c10d rendezvous on the first
     assert f"srun --nodes=1 --ntasks=1 --cpus-per-task=32 {sys.executable} -m xdpx.submit.chain x-prepro prepro.hjson" \
         in script
-    assert f"--kill-on-bad-exit=1 \\\n    {sys.executable} -m torch.distributed.run --nnodes=2 --nproc_per_node=4" in script
+    # torchrun through xdpx.submit.launch: it ignores Slurm's SIGUSR1 and passes the ranks' exit 3 on
+    assert f"--kill-on-bad-exit=1 \\\n        {sys.executable} -m xdpx.submit.launch --nnodes=2 --nproc_per_node=4" \
+        in script
     assert '--rdzv_backend=c10d --rdzv_id="$SLURM_JOB_ID.2" --rdzv_endpoint="$MASTER_ADDR:$((MASTER_PORT + 2))"' \
         in script
     assert script.index("x-prepro prepro.hjson") < script.index("-m xdpx.submit.chain x-train train.hjson")

@@ -6,17 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from submit_helpers import assert_same_run, job_id_from, local_torchrun, submit, write_config
+from submit_helpers import assert_same_run, job_id_from, submit, write_config
 
 DYING_RANK = Path(__file__).resolve().parent / "dying_rank"
-
-
-@pytest.fixture(scope="module")
-def local_run(reviews, tmp_path_factory) -> Path:
-    """The tiny config trained by a local ``torchrun --nproc_per_node=2`` (the reference of the jobs)."""
-    folder = tmp_path_factory.mktemp("local")
-    local_torchrun(folder, write_config(folder / "local.hjson", reviews, "runs/local"))
-    return folder / "runs/local"
 
 
 @pytest.mark.slow
@@ -36,9 +28,10 @@ def test_two_process_job_through_sbatch_equals_a_local_torchrun(slurm, reviews, 
     assert "x-submit: all 2 step(s) finished" in log.read_text()
     history = (tmp_path / "command_history.txt").read_text().splitlines()
     assert len(history) == 1
-    stamp, job, log_column, command = history[0].split("\t")
+    stamp, job, log_column, command, runs = history[0].split("\t")
     assert (job, log_column) == (f"job {job_id}", f"log {log}")
     assert command == "x-submit " + " ".join(flags)
+    assert runs == f"runs {tmp_path / 'runs/slurm'}"  # x-eval's output is known only once x-train ran
 
     assert_same_run(tmp_path / "runs/slurm", local_run)
     header, row = (tmp_path / "dev.tsv").read_text().splitlines()

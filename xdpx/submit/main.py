@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -17,14 +16,17 @@ from xdpx.chain import split_chain
 from xdpx.config.errors import ConfigError
 from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 from xdpx.submit import slurm
-from xdpx.submit.checks import check_steps
+from xdpx.submit.checks import check_layout, check_steps, step_outputs
 from xdpx.submit.history import append_history
+from xdpx.submit.jobs import JOB_COMMANDS, job_command
 from xdpx.submit.request import RESOURCE_FLAGS, ask_missing, parse_request, script_safe
-from xdpx.submit.script import job_steps, render_script
+from xdpx.submit.script import array_size, job_steps, render_script
 
 
 def main(argv: list[str], *, interactive: bool | None = None) -> int:
     """x-submit; ``interactive``: may ask for missing flags (default: when stdin and stdout are terminals)."""
+    if argv[:1] and argv[0] in JOB_COMMANDS:  # x-submit status|cancel|logs JOB_ID|RUN_DIR
+        return job_command(argv[0], argv[1:])
     command_line = ["x-submit", *argv]
     try:
         request, chain, given = parse_request(argv)
@@ -45,12 +47,19 @@ def main(argv: list[str], *, interactive: bool | None = None) -> int:
         print(f"x-submit: error: {failed} of {len(steps)} step(s) do not pass the --dry checks (above); "
               "nothing was submitted", file=sys.stderr)
         return EXIT_CONFIG
+    try:
+        runs = check_layout(steps, request)
+    except ConfigError as e:
+        print(f"x-submit: error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    tasks = array_size(runs, request)
 
     # the name is a file name and an #SBATCH value: keep it to letters, digits and ._+- (--job-name is checked)
     job_name = re.sub(r"[^\w.+-]+", "_", request.job_name or f"{steps[0][0]}.{Path(steps[0][1]).stem}")
+    log_pattern = "%A_%a" if tasks else "%j"
     text = render_script(request, steps, python=sys.executable, workdir=str(workdir),
-                         log_path=str(log_dir / f"{job_name}.%j.log"), job_name=job_name,
-                         command_line=[t for t in command_line if t != "--dry"])
+                         log_path=str(log_dir / f"{job_name}.{log_pattern}.log"), job_name=job_name,
+                         command_line=[t for t in command_line if t != "--dry"], runs=runs)
     if request.dry:
         print(text, end="")
         print(f"x-submit: {len(steps)} step(s) checked (--dry: nothing submitted)", file=sys.stderr)
@@ -63,11 +72,13 @@ def main(argv: list[str], *, interactive: bool | None = None) -> int:
     except UserError as e:
         print(f"x-submit: error: {e}", file=sys.stderr)
         return EXIT_FAILED
-    log_path = str(log_dir / f"{job_name}.{job_id}.log")
-    history = append_history(workdir, command_line, job_id, log_path)
-    print(f"x-submit: submitted job {job_id} ({len(steps)} step(s), {request.nodes} node(s) x "
+    log_path = str(log_dir / f"{job_name}.{job_id}{'_*' if tasks else ''}.log")
+    history = append_history(workdir, command_line, job_id, log_path, outputs=step_outputs(steps, workdir))
+    shape = (f"an array of {tasks} task(s)" + (f", at most {request.max_parallel} at once" if request.max_parallel
+                                               else "") + ", each " if tasks else "")
+    print(f"x-submit: submitted job {job_id} ({shape}{len(steps)} step(s), {request.nodes} node(s) x "
           f"{request.processes_per_node} process(es))\n  script  {script_path}\n  log     {log_path}\n"
-          f"  history {history}\n  follow it with: squeue -j {job_id}; tail -f {shlex.quote(log_path)}")
+          f"  history {history}\n  follow it with: x-submit status {job_id}; x-submit logs {job_id}")
     return 0
 
 

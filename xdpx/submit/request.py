@@ -7,13 +7,15 @@ import argparse
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn
 
 from xdpx.config.errors import ConfigError
 
-USAGE = ("x-submit [--nodes N] [--gpus-per-node G] [--procs-per-node P] [--cpus C] [--mem M] [--time T] "
-         "[--partition P] [--job-name NAME] [--log-dir DIR] [--dry] x-train config.hjson [x-eval eval.hjson ...]")
+USAGE = ("x-submit [--nodes N] [--gpus-per-node [TYPE:]G] [--procs-per-node P] [--cpus C] [--mem M] [--time T] "
+         "[--partition P] [--constraint C] [--account A] [--qos Q] [--reservation R] [--sbatch=--FLAG[=VALUE] ...] "
+         "[--signal-grace S] [--no-requeue] [--max-parallel N] [--workers N] [--job-name NAME] [--log-dir DIR] "
+         "[--dry] x-train config.hjson [x-eval eval.hjson ...]  |  x-submit status|cancel|logs JOB_ID|RUN_DIR")
 
 # The flags that size the job: when none is given on a terminal, x-submit asks for them.
 RESOURCE_FLAGS = ("nodes", "gpus_per_node", "procs_per_node", "cpus", "mem", "time", "partition")
@@ -24,7 +26,22 @@ RESOURCE_FLAGS = ("nodes", "gpus_per_node", "procs_per_node", "cpus", "mem", "ti
 _TIME = re.compile(r"[0-9]+(?::[0-9]+){0,2}|[0-9]+-[0-9]+(?::[0-9]+){0,2}|infinite|unlimited", re.IGNORECASE)
 _TIME_FORM = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 30, 2:00:00, 1-00:00:00), or UNLIMITED"
 _SLURM_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"  # partitions, as slurm.conf names them
-_PARTITION = re.compile(rf"{_SLURM_NAME}(?:,{_SLURM_NAME})*")
+_PARTITION = re.compile(rf"{_SLURM_NAME}(?:,{_SLURM_NAME})*")  # also reservations
+_GPUS = re.compile(rf"(?:({_SLURM_NAME}):)?([0-9]{{1,4}})")  # --gpus-per-node 4 or a100:4
+_CONSTRAINT = re.compile(r"[A-Za-z0-9_.&|,:*()\[\]-]+")  # node features: a100&ib, [rack1|rack2], gpu*2
+# a pass-through sbatch flag: --name or --name=value, the value without control characters or backslashes
+_SBATCH_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?:=([^\x00-\x1f\x7f\\]+))?")
+# the flags x-submit writes itself: given through --sbatch they would contradict its own (its flag says what to use)
+MANAGED_SBATCH = {
+    "job-name": "--job-name", "nodes": "--nodes", "ntasks-per-node": "--procs-per-node", "ntasks": "--nodes",
+    "cpus-per-task": "--cpus", "gpus-per-node": "--gpus-per-node", "gres": "--gpus-per-node", "mem": "--mem",
+    "time": "--time", "partition": "--partition", "output": "--log-dir", "error": "--log-dir",
+    "open-mode": "--log-dir", "chdir": "the folder x-submit runs from", "export": "the submitting shell's environment",
+    "array": "a config with loops (one array task per run) and --max-parallel", "signal": "--signal-grace",
+    "requeue": "--no-requeue", "no-requeue": "--no-requeue", "account": "--account", "qos": "--qos",
+    "reservation": "--reservation", "constraint": "--constraint", "wrap": "the chain of commands",
+    "parsable": "nothing (x-submit reads the job id itself)", "test-only": "--dry",
+}
 _JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")  # also the name of the script and log files
 _LOG_DIR = re.compile(r"[\w./ +@:,=~-]+")  # no shell syntax, no % (a pattern of sbatch's --output)
 # a line break, a tab, any control character, or a backslash (sbatch reads it as an escape in #SBATCH lines)
@@ -45,12 +62,27 @@ class JobRequest:
     job_name: str | None = None
     log_dir: str = "slurm_jobs"
     dry: bool = False
+    gpu_type: str | None = None  # --gpus-per-node a100:4 -> a100
+    constraint: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    reservation: str | None = None
+    sbatch: list[str] = field(default_factory=list)  # pass-through flags, each --name[=value], checked
+    signal_grace: int = 120  # seconds before the time limit that Slurm sends SIGUSR1 (0: no signal)
+    requeue: bool = True  # a step that stops on the signal (exit 3) requeues the job
+    max_parallel: int | None = None  # array tasks running at once (%N); None: as many as Slurm starts
+    workers: int = 1  # x-tune: worker jobs sharing one study storage
 
     @property
     def processes_per_node(self) -> int:
         if self.procs_per_node is not None:
             return self.procs_per_node
         return self.gpus_per_node or 1
+
+    @property
+    def slurm_gpus(self) -> str:
+        """The value of ``#SBATCH --gpus-per-node``: ``4`` or ``a100:4``."""
+        return f"{self.gpu_type}:{self.gpus_per_node}" if self.gpu_type else str(self.gpus_per_node)
 
     @property
     def cpus_per_node(self) -> int:
@@ -91,6 +123,33 @@ def _matching(flag: str, pattern: re.Pattern[str], form: str) -> Callable[[str],
 
 
 _time = _matching("--time", _TIME, f"Slurm's time format {_TIME_FORM}")
+_constraint = _matching("--constraint", _CONSTRAINT,
+                        "node features of the cluster joined by & | , with [ ] ( ) * (e.g. a100&ib)")
+_account = _matching("--account", re.compile(_SLURM_NAME), "a Slurm account name (letters, digits, _ . -)")
+_qos = _matching("--qos", re.compile(_SLURM_NAME), "a Slurm QOS name (letters, digits, _ . -)")
+_reservation = _matching("--reservation", _PARTITION,
+                         "a Slurm reservation name (letters, digits, _ . -; several comma-separated)")
+
+
+def _gpus(text: str) -> tuple[str | None, int]:
+    match = _GPUS.fullmatch(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"--gpus-per-node takes a whole number >= 0 or TYPE:N (e.g. 4 or a100:4, "
+                                         f"the GPU type as the cluster's gres.conf names it), got {text!r}")
+    return match.group(1), int(match.group(2))
+
+
+def _sbatch_flag(text: str) -> str:
+    """A pass-through sbatch flag (``--begin=now+1hour``, ``--mail-type=END``), or the reason it is refused."""
+    match = _SBATCH_FLAG.fullmatch(text)
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"--sbatch takes one long sbatch flag as --sbatch=--NAME or --sbatch=--NAME=VALUE (e.g. "
+            f"--sbatch=--mail-type=END; no line break, control character or backslash), got {text!r}")
+    if match.group(1) in MANAGED_SBATCH:
+        raise argparse.ArgumentTypeError(f"--sbatch={text}: x-submit sets --{match.group(1)} itself: use "
+                                         f"{MANAGED_SBATCH[match.group(1)]} instead")
+    return text
 _partition = _matching("--partition", _PARTITION,
                        "a Slurm partition name (letters, digits, _ . -; several comma-separated)")
 _job_name = _matching("--job-name", _JOB_NAME,
@@ -121,13 +180,29 @@ def _parser() -> argparse.ArgumentParser:
                      description="Check a chain of x-* commands like --dry, then run it as a Slurm job "
                                  "(srun + torchrun). See docs/submit.md.")
     parser.add_argument("--nodes", type=_positive("--nodes"), help="machines (default 1)")
-    parser.add_argument("--gpus-per-node", type=_positive("--gpus-per-node", 0), help="GPUs per node (default 0)")
+    parser.add_argument("--gpus-per-node", type=_gpus,
+                        help="GPUs per node, optionally of a type: 4 or a100:4 (default 0)")
     parser.add_argument("--procs-per-node", type=_positive("--procs-per-node"),
                         help="training processes per node (default: one per GPU, 1 without GPUs)")
     parser.add_argument("--cpus", type=_positive("--cpus"), help="CPUs per node (default: one per process)")
     parser.add_argument("--mem", type=_memory, help="memory per node: 16 (GB), 16G, 500M (default: Slurm's)")
     parser.add_argument("--time", type=_time, help="time limit, Slurm syntax: 30, 2:00:00, 1-00:00:00 (default: the partition's)")
     parser.add_argument("--partition", type=_partition, help="Slurm partition (default: the cluster's default)")
+    parser.add_argument("--constraint", type=_constraint, help="node features the job needs (e.g. a100&ib)")
+    parser.add_argument("--account", type=_account, help="Slurm account charged for the job")
+    parser.add_argument("--qos", type=_qos, help="Slurm quality of service")
+    parser.add_argument("--reservation", type=_reservation, help="Slurm reservation to run in")
+    parser.add_argument("--sbatch", type=_sbatch_flag, action="append",
+                        help="any other sbatch flag, passed through: --sbatch=--mail-type=END (repeatable)")
+    parser.add_argument("--signal-grace", type=_positive("--signal-grace", 0),
+                        help="seconds before the time limit at which Slurm sends SIGUSR1: x-train saves its state "
+                             "and the job is requeued (default 120; 0: no signal)")
+    parser.add_argument("--no-requeue", dest="requeue", action="store_false", default=None,
+                        help="do not requeue a job whose x-train stopped on the signal (it ends FAILED)")
+    parser.add_argument("--max-parallel", type=_positive("--max-parallel"),
+                        help="a config with loops runs as a job array: at most N of its runs at once")
+    parser.add_argument("--workers", type=_positive("--workers"),
+                        help="x-tune: N worker jobs sharing the study's storage (PostgreSQL; default 1)")
     parser.add_argument("--job-name", type=_job_name, help="job name (default: the first command and config, e.g. x-train.config)")
     parser.add_argument("--log-dir", type=_log_dir, help="folder of the job scripts and logs (default slurm_jobs)")
     parser.add_argument("--dry", action="store_true", help="check the configs and print the job script; submit nothing")
@@ -150,7 +225,12 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, list[str], set[str]]:
     for token in chain:
         script_safe("argument", token)
     given = {name for name, value in vars(known).items() if value not in (None, False)}
-    request = JobRequest(**{name: value for name, value in vars(known).items() if value is not None})
+    values = {name: value for name, value in vars(known).items() if value is not None}
+    if "gpus_per_node" in values:
+        values["gpu_type"], values["gpus_per_node"] = values["gpus_per_node"]
+        if values["gpu_type"] and not values["gpus_per_node"]:
+            raise ConfigError(f"x-submit: --gpus-per-node {values['gpu_type']}:0 asks for no GPU: give a count >= 1")
+    request = JobRequest(**values)
     return request, chain, given
 
 

@@ -53,8 +53,13 @@ class TrainCommand(Command):
         from xdpx.train.checks import preflight
         from xdpx.train.launch import launch, launch_problems, processes_to_start
         from xdpx.train.legacy_options import legacy_notes
+        from xdpx.train.run_dir import continuation
         from xdpx.utils.distributed_utils import is_master
 
+        # a run a preemption signal stopped is continued by the same command (the requeued job's)
+        args, continued = continuation(args)
+        if continued and is_master():
+            print(redact(f"note: {continued}"))
         # Under torchrun only rank 0 checks the files: another rank listing save_dir while rank 0 probes it
         # for writing could see the probe. A failed check on rank 0 ends the job for all.
         problems, notes = preflight(args) if is_master() or dry else ([], [])

@@ -17,6 +17,7 @@ from xdpx.logger import mode as summary_mode
 from xdpx.train.auto_ga import is_out_of_memory
 from xdpx.train.drawing import draw
 from xdpx.train.ema import evaluated_weights
+from xdpx.train.fsdp import is_sharded
 from xdpx.train.logs import summary_columns
 from xdpx.train.saving import save_checkpoint, save_state
 
@@ -61,8 +62,11 @@ def score_split(trainer: Trainer, data: Any, batch_size: int) -> dict[str, float
     from xdpx.inference.scoring import evaluate as score_data
 
     t = trainer
+    # a sharded model (fsdp) gathers its weights in each forward, so every process must run the same
+    # batches: each scores the whole split (the same numbers on each) instead of its share
+    context = None if is_sharded(t.module) else t.context
     metrics = score_data(t.task, t.module, t.processor, data, batch_size, t.autocast, t._to_device,
-                         t.args.max_eval_steps, context=t.context)
+                         t.args.max_eval_steps, context=context)
     t.module.train()
     return metrics
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import uuid
 from typing import Any
 
@@ -58,6 +59,40 @@ def processes_to_start(args: Any) -> int:
     return max(1, torch.cuda.device_count())
 
 
+SIGNALS_VARIABLE = "TORCHELASTIC_SIGNALS_TO_HANDLE"  # the signals torch's elastic agent passes to its processes
+
+
+def preempted_exit(failures: dict[int, Any]) -> bool:
+    """Whether the processes stopped on a preemption signal: rank 0, which saves the state, exited with
+    EXIT_REQUEUE after saving it; the others with EXIT_REQUEUE too, or by the SIGTERM with which the agent
+    stops the processes left once one has exited."""
+    from xdpx.errors import EXIT_REQUEUE
+
+    main = failures.get(0)
+    return main is not None and main.exitcode == EXIT_REQUEUE and all(
+        f.exitcode in (EXIT_REQUEUE, -signal.SIGTERM) for f in failures.values())
+
+
+def saved_after_signal(save_dir: str, since: float) -> bool:
+    """Whether state.pt in ``save_dir`` was written after ``since`` by a run a preemption signal stopped."""
+    from xdpx import io
+    from xdpx.models.checkpoints import load_torch
+    from xdpx.train.checks import STATE_FILE
+
+    path = io.join(save_dir, STATE_FILE)
+    if io.is_remote(path) or not io.exists(path) or os.path.getmtime(path) < since:
+        return False
+    return bool(load_torch(path).get("counters", {}).get("preempted_by"))
+
+
+def raise_preempted(nproc: int) -> None:
+    from xdpx.train.preemption import Preempted
+
+    print(f"x-train: the {nproc} processes stopped on a preemption signal after saving the run's state "
+          "(log.txt says how to continue); exit code 3", flush=True)
+    raise Preempted()
+
+
 def launch(args: Any, nproc: int) -> None:
     """Run x-train with ``args`` in ``nproc`` local processes; raises UserError when one fails."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
@@ -75,26 +110,41 @@ def launch(args: Any, nproc: int) -> None:
     threads = chosen or str(max(1, (os.cpu_count() or 1) // nproc))
     print(f"x-train: starting {nproc} processes (distributed_world_size; {threads} CPU thread(s) each)", flush=True)
     os.environ["OMP_NUM_THREADS"] = threads
-    # the elastic agent installs its own signal handlers in this process; a chain goes on without them
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
+    # the elastic agent installs its own signal handlers in this process; a chain goes on without them.
+    # On one of these it sends the same signal to the processes, waits for them (30 s) and raises
+    # SignalException. SIGUSR1 is added to its list: a scheduler's preemption signal to this process
+    # reaches the ranks, which save their state and exit EXIT_REQUEUE (xdpx/train/preemption.py).
+    forwarded = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
+    handlers = {sig: signal.getsignal(sig) for sig in forwarded}
+    chosen_signals = os.environ.get(SIGNALS_VARIABLE)
+    os.environ[SIGNALS_VARIABLE] = ",".join(sig.name for sig in forwarded)
+    started = time.time()
     try:
-        elastic_launch(config, _worker)(explicit, sources)
+        elastic_launch(config, _worker)(explicit, sources, args.origin())
     except ChildFailedError as error:
+        if preempted_exit(error.failures):
+            raise_preempted(nproc)
         rank, failure = min(error.failures.items(), key=lambda item: item[0]) if error.failures else (None, None)
         detail = f"rank {rank} exited with code {failure.exitcode}" if failure else str(error)
         raise UserError(f"x-train with {nproc} processes failed: {detail} (its error is printed above); "
                         "fix it and run again, with resume: true to continue from the last saved state") from None
     except SignalException as error:  # the processes were stopped (Ctrl-C, a scheduler's SIGTERM)
+        if error.sigval in (signal.SIGTERM, signal.SIGUSR1) and saved_after_signal(args.save_dir, started):
+            raise_preempted(nproc)
         raise UserError(f"x-train with {nproc} processes was stopped by signal {error.sigval}; continue it with "
                         "resume: true") from None
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        if chosen_signals is None:
+            del os.environ[SIGNALS_VARIABLE]
+        else:
+            os.environ[SIGNALS_VARIABLE] = chosen_signals
         if chosen is None:
             del os.environ["OMP_NUM_THREADS"]
 
 
-def _worker(explicit: dict[str, Any], sources: dict[str, str]) -> None:
+def _worker(explicit: dict[str, Any], sources: dict[str, str], origin: str = "config") -> None:
     """One process of :func:`launch`: resolve the run again and train (a failure exits non-zero)."""
     import sys
 
@@ -107,7 +157,8 @@ def _worker(explicit: dict[str, Any], sources: dict[str, str]) -> None:
         load_user_dir(explicit["user_dir"])
     command = get_command("x-train")
     try:
-        args = resolve(explicit, COMMON_OPTIONS + command.options(), command.group, sources=sources)
+        # origin: the config file the user ran, which the messages name (e.g. the command to continue)
+        args = resolve(explicit, COMMON_OPTIONS + command.options(), command.group, sources=sources, origin=origin)
         command.run(args)
     except ConfigError as e:
         print(f"x-train: error: {redact(str(e))}", file=sys.stderr)

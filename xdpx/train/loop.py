@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import shlex
 import time
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 
 from xdpx import io
+from xdpx.config.loader import STDIN_NAME
 from xdpx.errors import UserError
 from xdpx.logger import TRAIN
 from xdpx.logger import log as summaries
@@ -31,10 +33,12 @@ from xdpx.train.callbacks import Callbacks, RunInfo
 from xdpx.train.drawing import normalised_gradient_stats
 from xdpx.train.ema import weight_average
 from xdpx.train.evaluation import evaluate, evaluate_and_save
+from xdpx.train.fsdp import describe_shares, is_sharded
 from xdpx.train.logs import Meter, Progress, TsvLog, summary_columns
 from xdpx.train.non_finite import skip_non_finite
 from xdpx.train.precision import normalise_and_clip, optimizer_step
-from xdpx.train.run_dir import outage_message, write_run_files
+from xdpx.train.preemption import Preempted, PreemptionWatch, handlers_restored_on_error
+from xdpx.train.run_dir import continue_command, note_preemption, outage_message, write_run_files
 from xdpx.train.saving import restore, save_checkpoint, save_state
 from xdpx.train.setup import (
     build_components,
@@ -54,10 +58,13 @@ def train(args: Any) -> None:
     """Run x-train for resolved ``args`` (the command has checked them)."""
     trainer = None
     try:
-        trainer = Trainer(args)
-        trainer.fit()
+        with handlers_restored_on_error():  # a failed run leaves no preemption handler behind
+            trainer = Trainer(args)
+            trainer.fit()
     except io.StoreUnavailableError as error:  # the store stayed away past the retry window
         raise UserError(outage_message(error, args, getattr(trainer, "save_dir", None))) from None
+    if trainer.preemption.received is not None:  # state saved: exit EXIT_REQUEUE (the job is requeued)
+        raise Preempted()
 
 
 class Trainer:
@@ -66,6 +73,9 @@ class Trainer:
     def __init__(self, args: Any) -> None:
         self.args = a = args
         self.context = ctx = distributed.setup(a.cpu)
+        # SIGUSR1 / SIGTERM from here on: finish the update, save the state, exit EXIT_REQUEUE (preemption.py)
+        self.preemption = PreemptionWatch()
+        self.preemption.install()
         self.save_dir, self.log, state = open_run(a, ctx)
 
         # randomness: init from seed; data order from (seed, epoch); step randomness from (seed, update)
@@ -121,7 +131,7 @@ class Trainer:
         progress = Progress(self.total_updates, self.num_updates, self.context.is_main)
         log.progress = progress
         self.callbacks.call("on_train_start", self._run_info)
-        stop = self._stop_reason()
+        stop = self._stop_at_boundary()
         while stop is None:
             self.processor.set_epoch(self.epoch)
             for dataset, group in self.batches.epoch(self.epoch, self.update_size, start=self.offset):
@@ -146,14 +156,14 @@ class Trainer:
                 requested = self.callbacks.take_evaluation_request()  # a callback asked for one
                 if stats is not None and (self.eval_schedule.due(self.num_updates) or requested):
                     evaluate_and_save(self)
-                stop = self._stop_reason()
+                stop = self._stop_at_boundary()
                 self.time["total"] += time.perf_counter() - started
                 if stop is not None:
                     break
             else:  # the epoch is complete
                 if self.eval_schedule.due_at_epoch_end() and self.last_eval_step != self.num_updates:
                     evaluate_and_save(self)
-                    stop = self._stop_reason()
+                    stop = self._stop_at_boundary()
                 if stop is None:
                     self.epoch, self.offset = self.epoch + 1, 0
 
@@ -168,13 +178,23 @@ class Trainer:
             log.info(f"paused at update {self.num_updates} (train_steps); continue with resume: true")
             if a.save:
                 save_checkpoint(self, is_best=False)
-        elif self.last_eval_step != self.num_updates:
+        elif stop != "preempted" and self.last_eval_step != self.num_updates:
             evaluate_and_save(self, final=True)
-        self.finished = stop != "pause"
+        self.finished = stop not in ("pause", "preempted")
         save_state(self)
+        if is_sharded(self.module):  # what sharding saved (a collective)
+            log.info(describe_shares(self.module, self.optimizer, self.context))
+        if self.context.is_main:  # the same command continues a preempted run, even without resume: true
+            note_preemption(self.save_dir, {"signal": self.preemption.signal_name, "update": self.num_updates,
+                                            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                            if stop == "preempted" else None)
+        if stop == "preempted":  # no evaluation, no checkpoint: the rerun makes those the run would have made
+            log.info(f"preempted: {self.preemption.signal_name} received; stopped after update {self.num_updates} "
+                     f"(epoch {self.epoch}) with the full training state saved in {io.join(self.save_dir, 'state.pt')}; "
+                     f"exit code 3 (a job script of x-submit requeues the job). To continue, {self._continue_hint()}")
         t = self.time
-        status = ("stopped" if stop in ("early_stop", "callback", "max_loss") else stop if stop == "pruned"
-                  else "done" if self.finished else "paused")
+        status = ("stopped" if stop in ("early_stop", "callback", "max_loss") else stop
+                  if stop in ("pruned", "preempted") else "done" if self.finished else "paused")
         if stop == "callback":
             log.info(f"a callback stopped training: {self.callbacks.stop_reason}")
         if stop == "max_loss":
@@ -199,7 +219,20 @@ class Trainer:
             return "callback"
         if self.args.train_steps is not None and self.num_updates >= self.args.train_steps:
             return "pause"
-        return None
+        return "preempted" if self.preemption.received is not None else None
+
+    def _continue_hint(self) -> str:
+        a = self.args
+        if self.save_dir != a.save_dir:  # auto_suffix chose the folder: the same command would choose another
+            return continue_command(a, self.save_dir)
+        config = "- < the same config" if a.origin() == STDIN_NAME else shlex.quote(a.origin())
+        return f"run the same command again (the run marker makes it resume): x-train {config}"
+
+    def _stop_at_boundary(self) -> str | None:
+        """The stop reason between two updates, where every rank is at the same point of the loop: a
+        preemption signal that reached any rank is shared first (a collective: preemption.py)."""
+        self.preemption.share(self.context)
+        return self._stop_reason()
 
     def _run_info(self) -> RunInfo:
         """What callbacks see of the run (read-only), with the control they may use."""
@@ -337,6 +370,9 @@ class Trainer:
         return evaluate(self)
 
     def close(self) -> None:
+        self.preemption.uninstall()
+        if self.preemption.received is not None:  # the process exits EXIT_REQUEUE: no second signal kills it
+            self.preemption.ignore_from_now()
         if self.tensorboard is not None:
             self.tensorboard.close()
         summaries.reset()

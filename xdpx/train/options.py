@@ -28,6 +28,16 @@ FP16_OPTIONS = [
 ]
 
 
+FSDP_OPTIONS = [
+    Option("fsdp_sharding", str, default="full", choices=["full", "grad_op", "hybrid"],
+           doc="what FSDP shards: full (parameters, gradients and optimizer state: the least memory; each "
+               "layer's weights are gathered for its forward and again for its backward), grad_op (gradients "
+               "and optimizer state; the weights stay gathered from the forward to the backward: less "
+               "communication, more memory), hybrid (full sharding within each machine, replicas across "
+               "machines: the gathers stay on the machine's own links)"),
+]
+
+
 TRAIN_OPTIONS: list[Any] = [
     # paths
     Option("data_dir", str, doc="the output folder of x-prepro (holds meta.hjson and the binary splits)"),
@@ -92,6 +102,13 @@ TRAIN_OPTIONS: list[Any] = [
                "gradients at every update: each process trains its own copy for global_sync_iter updates, then "
                "the copies are merged with block momentum (xdpx/optim/bmuf.py); no effect with one process",
            children={True: BMUF_OPTIONS}),
+    Option("fsdp", bool, default=False,
+           doc="with several processes, shard the model, its gradients and its optimizer state over them "
+               "(torch's fully sharded data parallel, FSDP2) instead of a full copy on each (DDP): for models "
+               "larger than one device's memory. Same updates as DDP; the saved state and checkpoints are "
+               "plain (full) state_dicts, so a run resumes on another number of processes and exports as any "
+               "other (docs/train.md, FSDP). No effect with one process",
+           children={True: FSDP_OPTIONS}),
     Option("fp16", bool, default=False, doc="fp16 mixed precision with dynamic loss scaling (CUDA)",
            children={True: FP16_OPTIONS}),
     Option("bf16", bool, default=False, doc="bf16 autocast (CUDA, or CPU); no loss scaling needed"),
@@ -180,6 +197,16 @@ TRAIN_OPTIONS: list[Any] = [
          "ema_decay with use_bmuf: each process would average its own copy of the model, and the evaluation "
          "gathers the processes' outputs; use one of them", keys=("ema_decay", "use_bmuf")),
     exclusive("keep_best_checkpoints", "save_last_only"),
+    Rule(lambda a: not (a.fsdp and a.use_bmuf), "fsdp and use_bmuf exclude each other: BMUF trains a full copy "
+         "of the model on each process, FSDP shards one model over them", keys=("fsdp", "use_bmuf")),
+    Rule(lambda a: not (a.fsdp and a.auto_ga), "auto_ga with fsdp: an out-of-memory on one process would leave "
+         "the others waiting in a weight gather; choose batch_size / update_freq yourself",
+         keys=("fsdp", "auto_ga")),
+    Rule(lambda a: not (a.fsdp and a.ema_decay is not None and a.ema_decay < 1),
+         "ema_decay with fsdp: the average would be a full copy of the model on each process; use one of them",
+         keys=("fsdp", "ema_decay")),
+    Rule(lambda a: not (a.fsdp and a.compile), "compile with fsdp is not supported yet: use one of them",
+         keys=("fsdp", "compile")),
     Rule(lambda a: not (a.keep_best_checkpoints and a.valid_subset is None),
          "keep_best_checkpoints ranks checkpoints by their evaluation: set valid_subset",
          keys=("keep_best_checkpoints", "valid_subset")),

@@ -38,6 +38,56 @@ def mark_run_dir(save_dir: str) -> None:
             f.write("\n")
 
 
+def preempted_run(save_dir: str) -> dict[str, Any] | None:
+    """What the run marker says of a run a preemption signal stopped (signal, update, time), else None."""
+    marker = io.join(save_dir, RUN_MARKER)
+    if not io.exists(marker):
+        return None
+    try:
+        with io.open(marker) as f:
+            found = json.load(f).get("preempted")
+    except (ValueError, AttributeError):  # not our JSON: treat as no preemption (the folder checks still run)
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def note_preemption(save_dir: str, info: dict[str, Any] | None) -> None:
+    """Record in the run marker that a preemption signal stopped the run (``info``), or that it no longer
+    is stopped so (None). Written after state.pt: a marker never announces a state that is not there."""
+    marker = io.join(save_dir, RUN_MARKER)
+    content: dict[str, Any] = {}
+    if io.exists(marker):
+        with io.open(marker) as f:
+            content = json.load(f)
+    if info is None and "preempted" not in content:
+        return
+    content.pop("preempted", None)
+    if info is not None:
+        content["preempted"] = info
+    with io.open(marker, "w") as f:  # atomic (xdpx.io)
+        json.dump(content, f)
+        f.write("\n")
+
+
+def continuation(args: Any) -> tuple[Any, str | None]:
+    """``args`` with resume: true (and overwrite / auto_suffix off) when save_dir holds a run a preemption
+    signal stopped, with the note that says so; else ``args`` as they are and None. A job requeued after
+    preemption runs the very same command, often from a config without resume: true; replacing the run
+    (overwrite) or starting another (auto_suffix) would throw away what it saved and never finish."""
+    from xdpx.config.options import Args
+
+    info = preempted_run(args.save_dir) if args.get("save_dir") else None
+    if info is None or (args.resume and not args.overwrite and not args.auto_suffix):
+        return args, None
+    values = {**args.as_dict(), "resume": True, "overwrite": False, "auto_suffix": False}
+    changed = {"resume", "overwrite", "auto_suffix"}
+    sources = {**args._sources, **{key: f"{args.save_dir}/{RUN_MARKER}" for key in changed}}
+    continued = Args(values, args._declared, set(args._explicit) | changed, sources, origin=args.origin())
+    return continued, (f"{args.save_dir} holds a run that {info.get('signal', 'a signal')} stopped at update "
+                       f"{info.get('update')} (preemption): this run continues it (resume: true"
+                       f"{', not overwrite' if args.overwrite else ''}{', not auto_suffix' if args.auto_suffix else ''})")
+
+
 def _local_real(path: str) -> str:
     return os.path.realpath(io.abspath(path))
 
@@ -177,18 +227,27 @@ def outage_message(error: Exception, args: Any, save_dir: str | None) -> str:
     """What to tell a user whose run stopped because the object store stayed away: the cause, that nothing
     is corrupt, and how to continue. The command names the config file the user ran (``args.origin()``),
     not the parent file that happened to set save_dir: running a parent would run another config."""
-    config = args.origin()
     save_dir = save_dir or args.save_dir
-    changes = ["resume: true"]
+    return (f"{error}\nThe run stopped cleanly: every file in {save_dir} is complete or absent (writes are "
+            f"atomic). When the store answers again, continue it from its last saved state: "
+            f"{continue_command(args, save_dir)}")
+
+
+def continue_command(args: Any, save_dir: str) -> str:
+    """How to continue the run in ``save_dir`` from its state.pt: the command, and the options to set
+    first when the config does not resume as it is. The config named is the one the user ran
+    (``args.origin()``), not the parent file that happened to set save_dir."""
+    config = args.origin()
+    changes = [] if args.resume else ["resume: true"]
     if save_dir != args.save_dir:  # auto_suffix chose the folder
         changes.append(f"save_dir: {save_dir}")
     if args.overwrite or args.auto_suffix:
         changes.append("overwrite: false, auto_suffix: false")
-    how = (f"add {', '.join(changes)} to the config you gave on standard input and give it again: x-train - < "
-           "that config" if config == STDIN_NAME else
-           f"set {', '.join(changes)} in {config}, then run: x-train {shlex.quote(config)}")
-    return (f"{error}\nThe run stopped cleanly: every file in {save_dir} is complete or absent (writes are "
-            f"atomic). When the store answers again, continue it from its last saved state: {how}")
+    if config == STDIN_NAME:
+        return (f"add {', '.join(changes)} to the config you gave on standard input and give it again: "
+                if changes else "give the same config on standard input again: ") + "x-train - < that config"
+    run = f"x-train {shlex.quote(config)}"
+    return f"set {', '.join(changes)} in {config}, then run: {run}" if changes else f"run: {run}"
 
 
 def shared_run_dir(args: Any, context: Any) -> tuple[str, list[str]]:

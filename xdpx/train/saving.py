@@ -20,6 +20,7 @@ from xdpx.losses.base import loss_state, restore_loss_state
 from xdpx.models.checkpoints import checkpoint_name, full_state_name, save_torch, write_index
 from xdpx.train.checks import STATE_FILE
 from xdpx.train.ema import saved_weights
+from xdpx.train.fsdp import full_model_state, full_optimizer_state, is_sharded, load_full_state
 from xdpx.train.run_dir import check_resumable, write_run_files
 from xdpx.train.state import rng_state, set_rng_state
 
@@ -34,8 +35,9 @@ def state_dict(trainer: Trainer) -> dict[str, Any]:
     t = trainer
     return {
         "version": STATE_VERSION,
-        "model": t.module.state_dict(),
-        "optimizer": t.optimizer.state_dict(),
+        # plain, full state_dicts also under fsdp (gathered: xdpx/train/fsdp.py), so any run can load them
+        "model": full_model_state(t.module),
+        "optimizer": full_optimizer_state(t.module, t.optimizer),
         "scheduler": t.scheduler.state_dict(),
         "scaler": t.scaler.state_dict() if t.scaler else None,
         "rng": rng_state(),
@@ -45,7 +47,10 @@ def state_dict(trainer: Trainer) -> dict[str, Any]:
                      "batch_size": t.batch_size, "valid_batch_size": t.valid_batch_size,
                      "splits": list(t.batches.splits),
                      "cpu_threads": torch.get_num_threads(),
-                     "time": dict(t.time)},
+                     "time": dict(t.time),
+                     # the signal that stopped the run (xdpx/train/preemption.py): x-train's own launcher
+                     # reads it to tell a preempted run from a failed one
+                     "preempted_by": t.preemption.signal_name},
         "early_stopping": t.early_stopping.state_dict(),
         "save_policy": t.save_policy.state_dict(),
         "bmuf": t.bmuf.state_dict() if t.bmuf is not None else None,
@@ -60,20 +65,28 @@ def state_dict(trainer: Trainer) -> dict[str, Any]:
 
 
 def save_state(trainer: Trainer) -> None:
-    """Logs first, then state.pt: the state never counts rows that are not on disk."""
+    """Logs first, then state.pt: the state never counts rows that are not on disk. Under fsdp every
+    process gathers (a collective); rank 0 writes."""
+    sharded = is_sharded(trainer.module)
+    if not trainer.context.is_main and not sharded:
+        return
+    state = state_dict(trainer)
     if not trainer.context.is_main:
         return
     for log in (trainer.train_log, trainer.valid_log, trainer.log.file):
         log.flush()
-    save_torch(state_dict(trainer), io.join(trainer.save_dir, STATE_FILE))
+    save_torch(state, io.join(trainer.save_dir, STATE_FILE))
 
 
 def restore(trainer: Trainer, state: dict[str, Any]) -> None:
     """Continue ``trainer`` from ``state`` (a state.pt it checks first) and rewrite the run's files."""
     t = trainer
     check_resumable(state, t.module, t.optimizer, io.join(t.save_dir, STATE_FILE))
-    t.module.load_state_dict(state["model"])
-    t.optimizer.load_state_dict(state["optimizer"])
+    if is_sharded(t.module):  # each process keeps its shard of the full state
+        load_full_state(t.module, t.optimizer, state["model"], state["optimizer"])
+    else:
+        t.module.load_state_dict(state["model"])
+        t.optimizer.load_state_dict(state["optimizer"])
     t.scheduler.load_state_dict(state["scheduler"])
     if t.scaler is not None and state["scaler"]:
         t.scaler.load_state_dict(state["scaler"])
@@ -116,10 +129,15 @@ def save_checkpoint(trainer: Trainer, is_best: bool, score: float | None = None)
     (``score``: the evaluation's major metric, for keep_best_checkpoints). With ema_decay the checkpoint
     holds the averaged weights."""
     t, step = trainer, trainer.num_updates
+    if is_sharded(t.module):  # gathered by every process (a collective); rank 0 writes
+        weights = full_model_state(t.module)
+        full = state_dict(t) if t.args.save_full_checkpoint else None
+    elif t.context.is_main:
+        weights, full = saved_weights(t), state_dict(t) if t.args.save_full_checkpoint else None
     if t.context.is_main:
-        save_torch(saved_weights(t), io.join(t.save_dir, checkpoint_name(step)))
-        if t.args.save_full_checkpoint:
-            save_torch(state_dict(t), io.join(t.save_dir, full_state_name(step)))
+        save_torch(weights, io.join(t.save_dir, checkpoint_name(step)))
+        if full is not None:
+            save_torch(full, io.join(t.save_dir, full_state_name(step)))
     outdated = t.save_policy.record(step, is_best, score)
     if t.context.is_main:  # the index first: a kill between the two never leaves it naming a deleted file
         best = t.save_policy.best_step

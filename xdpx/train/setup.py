@@ -73,6 +73,10 @@ def build_components(args: Any, device: torch.device, say: Any, load_pretrained:
         else:
             load_weights_into(module, resolve_checkpoint(a.pretrained_model), strict=False, say=say,
                               hint=" Check pretrained_model and the model options")
+    if a.get("lora") is not None:  # ({} = the defaults) after the pretrained weights; on resume before the saved state (xdpx/models/lora.py)
+        from xdpx.models.lora import add_lora
+
+        add_lora(module, a, say)
     module = module.to(device)
     if device.type == "cpu":  # reuse the large blocks every update frees (xdpx/utils/cpu_memory.py)
         keep_freed_memory()
@@ -80,6 +84,10 @@ def build_components(args: Any, device: torch.device, say: Any, load_pretrained:
         from xdpx.train.compiling import compile_module
 
         compile_module(module, say)
+    if a.fsdp:  # before the optimizer: FSDP2 replaces the parameters by their shards (xdpx/train/fsdp.py)
+        from xdpx.train.fsdp import shard_model
+
+        shard_model(module, device, a.fsdp_sharding, say)
     processor = component(a, "processor")(a)
     optimizer = component(a, "optimizer").build(a, module)
     scaler = DynamicLossScaler(a.fp16_init_scale, tolerance=a.fp16_scale_tolerance,
@@ -153,8 +161,11 @@ def open_tensorboard(args: Any, context: Context, save_dir: str, purge_step: int
 
 
 def wrap_model(module: torch.nn.Module, context: Context, bmuf: Any) -> torch.nn.Module:
-    """The model the update runs: in DistributedDataParallel with several processes (not BMUF)."""
-    if context.distributed and bmuf is None:
+    """The model the update runs: in DistributedDataParallel with several processes (not BMUF, not FSDP:
+    a sharded model syncs its gradients itself)."""
+    from xdpx.train.fsdp import is_sharded
+
+    if context.distributed and bmuf is None and not is_sharded(module):
         return torch.nn.parallel.DistributedDataParallel(
             module, device_ids=[context.device.index] if context.device.type == "cuda" else None)
     return module
