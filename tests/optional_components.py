@@ -30,6 +30,8 @@ COMPONENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "pandas": (("pandas",), "pip install -e '.[test]'"),
     "sqlalchemy": (("sqlalchemy",), "pip install -e '.[test]' (or 'xdpx[sql]')"),
     "mlflow": (("mlflow",), "pip install -e '.[test]' (or 'xdpx[mlflow]')"),
+    "peft": (("peft",), "pip install -e '.[test]' (or 'xdpx[lora]')"),
+    "faiss": (("faiss",), "pip install -e '.[test]' (or 'xdpx[faiss]')"),
 }
 _COMPONENT_OF = {module: name for name, (modules, _) in COMPONENTS.items() for module in modules}
 _pytest_importorskip = pytest.importorskip

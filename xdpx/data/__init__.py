@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from xdpx.registry import Registry
 
-parsers = Registry("parser", modules=("xdpx.data.parsing", "xdpx.data.tables"))
-loaders = Registry("loader", modules=("xdpx.data.loading", "xdpx.data.mixing"))
-tokenizers = Registry("tokenizer", modules=("xdpx.data.tokenizing",))
-processors = Registry("processor", modules=("xdpx.data.processing", "xdpx.data.bert_processing"))
+parsers = Registry("parser", modules=("xdpx.data.parsing", "xdpx.data.tables", "xdpx.data.ner_reading"))
+loaders = Registry("loader", modules=("xdpx.data.loading", "xdpx.data.mixing", "xdpx.data.distill_data",
+                                        "xdpx.data.ner_reading", "xdpx.data.bi_encoder_processing"))
+tokenizers = Registry("tokenizer", modules=("xdpx.data.tokenizing", "xdpx.data.ner_reading"))
+processors = Registry("processor", modules=("xdpx.data.processing", "xdpx.data.bert_processing",
+                                              "xdpx.data.distill_data", "xdpx.data.ner_processing",
+                                              "xdpx.data.hf_processing", "xdpx.data.bi_encoder_processing"))
 
 __all__ = ["loaders", "parsers", "processors", "tokenizers"]

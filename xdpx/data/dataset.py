@@ -44,7 +44,7 @@ class Dataset:
         i = i % self._len
         sample: dict[str, Any] = {name: array[i] for name, array in self.fields.items()}
         for name, array in self.scalars.items():
-            sample[name] = array[i].item()
+            sample[name] = array[i].item() if array.ndim == 1 else array[i]  # a row: multilabel multi-hot
         sample.setdefault("id", i)
         return sample
 

@@ -51,7 +51,7 @@ class IndexedWriter:
         import numpy as np
 
         flat = np.asarray(flat)
-        if len(flat) and (flat.min() < 0 or flat.max() > np.iinfo(self.dtype).max):
+        if len(flat) and self.dtype.kind in "iu" and (flat.min() < 0 or flat.max() > np.iinfo(self.dtype).max):
             raise ValueError(f"ids out of range for {self.dtype}")
         self.bin.write(flat.astype(self.dtype, copy=False).tobytes())
         ends = self.position + np.cumsum(np.asarray(lengths, dtype=np.int64))
@@ -68,12 +68,13 @@ class IndexedWriter:
 
 
 class ScalarWriter:
-    """Streams one number per sample to ``prefix.npy``."""
+    """Streams one number per sample to ``prefix.npy`` (with ``width``: one row of that many numbers, e.g.
+    the multi-hot targets of target_type multilabel, an ``[N, width]`` array)."""
 
-    def __init__(self, prefix: str, dtype: str) -> None:
+    def __init__(self, prefix: str, dtype: str, width: int | None = None) -> None:
         import numpy as np
 
-        self.prefix, self.dtype, self.count = prefix, np.dtype(dtype), 0
+        self.prefix, self.dtype, self.count, self.width = prefix, np.dtype(dtype), 0, width
         self.part = io.open(prefix + ".npy.part", "wb")
 
     def add_many(self, values: Any) -> None:
@@ -89,7 +90,9 @@ class ScalarWriter:
         self.part.close()
         with io.open(self.prefix + ".npy", "wb") as f:
             np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(self.dtype),
-                                                     "fortran_order": False, "shape": (self.count,)})
+                                                     "fortran_order": False,
+                                                     "shape": (self.count,) if self.width is None
+                                                     else (self.count, self.width)})
             _append_file(f, self.prefix + ".npy.part")
 
 

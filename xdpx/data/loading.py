@@ -97,8 +97,13 @@ class Loader:
             texts = [json_column(columns[c]).strip() for c in self.text_columns]
             label = None
             if layout.labelled:
-                label = check_text(json_column(columns[self.label_column], "label").strip(), "label")
-                if not label:
+                column = columns[self.label_column]
+                multilabel = self.args.get("target_type") == "multilabel"
+                if getattr(column, "kind", None) == "list" and not multilabel:
+                    raise BadLine(f"{column.field} (the label) is a JSON list: set target_type: multilabel for "
+                                  "label sets")
+                label = check_text(json_column(column, "label").strip(), "label")
+                if not label and not multilabel:  # multilabel: an empty label column is the empty set
                     raise BadLine("empty label")
         else:  # an unlabelled file in a labelled layout: exactly the texts, in order
             if len(columns) != self.num_texts:

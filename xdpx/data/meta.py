@@ -15,16 +15,17 @@ from xdpx import io
 from xdpx.config.options import Option, Rule, walk_options
 from xdpx.config.ranges import at_least
 from xdpx.data import loaders, parsers, processors, tokenizers
+from xdpx.data.hf_tokens import special_token_default
 from xdpx.io.credentials import redact
 
 META_FILE = "meta.hjson"
 FORMAT_VERSION = 1
-TARGET_TYPES = ("text", "index", "regression")
+TARGET_TYPES = ("text", "index", "regression", "multilabel")
 
 PROCESSING_OPTIONS = [
     Option("processor", str, registry=processors,
            doc="turns tokens into the stored fields and batches them: single, pair (own vocabulary), "
-               "bert_single, bert_pair, bert_lm"),
+               "bert_single, bert_pair, bert_lm; hf_single, hf_pair (a transformers model's own tokenizer)"),
     Option("tokenizer", str, registry=tokenizers, doc="space, char_zh, bert, jieba, auto"),
     Option("loader", str, registry=loaders, doc="which columns are texts and label: single, pair, corpus"),
     Option("parser", str, default="csv", registry=parsers,
@@ -34,13 +35,22 @@ PROCESSING_OPTIONS = [
            doc="longest sample in tokens (BERT processors count [CLS]/[SEP]); longer ones are truncated"),
     Option("min_len", int, default=1, validate=at_least(0),
            doc="samples with a text of fewer tokens are dropped (counted in log.txt)"),
-    Option("pad_word", str, default="[PAD]", doc="the padding token"),
-    Option("unk_word", str, default="[UNK]", doc="the token of words missing from the vocabulary"),
+    Option("pad_word", str, default=special_token_default("pad_token", "[PAD]"), doc="the padding token",
+           default_doc="'[PAD]' (with tokenizer: auto, the pad token of tokenizer_dir's tokenizer_config.json)"),
+    Option("unk_word", str, default=special_token_default("unk_token", "[UNK]"),
+           default_doc="'[UNK]' (with tokenizer: auto, the unknown token of tokenizer_dir's tokenizer_config.json)",
+           doc="the token of words missing from the vocabulary"),
     Option("lower", bool, default=True, doc="lowercase the input"),
     Option("target_type", str, default="text", choices=TARGET_TYPES,
            doc="text: labels are names, the built target map sorts them by frequency; index: labels are "
                "class numbers 0..n-1, sorted by number; regression: labels are numbers (e.g. STS-B scores), "
-               "stored as floats, no target map"),
+               "stored as floats, no target map; multilabel: a sample has a set of label names (a label column "
+               "joined by label_separator, or a JSON list), stored as a multi-hot row over the target map",
+           children={"multilabel": [Option("label_separator", str, default="|", validate=lambda v: bool(v),
+                                           validate_msg="must be a non-empty string",
+                                           doc="(multilabel) what separates the labels of a sample in the label "
+                                               "column, e.g. '|' for 'acq|earn' or ',' (a JSON list label needs "
+                                               "none); an empty label column is a sample with no label")]}),
     Option("target_unk", str, default=None,
            doc="a class for labels missing from the target map (e.g. 'other'): they are encoded as this class, "
                "counted in x-prepro's log, instead of stopping as bad lines; added at the end of a target map "

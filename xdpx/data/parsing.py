@@ -172,8 +172,11 @@ def _columns_of(item: Any, fields: list[str] | None) -> list[str]:
     columns: list[str] = []
     for name, value in zip(names, values):
         field = f"field {name!r}" if isinstance(item, dict) else name
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):  # a multilabel label set
+            columns.append(JsonValue(json.dumps(value, ensure_ascii=False), "list", field))
+            continue
         if isinstance(value, (dict, list)):
-            raise BadLine(f"{field}: nested JSON values cannot be text or labels")
+            raise BadLine(f"{field}: nested JSON values cannot be text or labels (a label set is a list of strings)")
         # 1e999 parses to inf as well: no JSON number may become an infinite or NaN text or label.
         if isinstance(value, NonFinite):
             raise BadLine(f"{field} is {value.name}, which is not a JSON value (a missing value written as NaN by "

@@ -250,7 +250,7 @@ class Prepro:
         processor = self.processor_cls(args, data_dir=stage)
         dtype = narrowest_dtype(len(processor.dictionary))
         writers = {name: IndexedWriter(os.path.join(stage, f"{split}.{name}"), processor.field_dtypes.get(name, dtype))
-                   for name in processor.fields}
+                   for name in (*processor.fields, *getattr(processor, "extra_fields", ()))}
         target_writer: ScalarWriter | None = None
         stats: Counter[str] = Counter()
         digest = new_digest()
@@ -270,10 +270,14 @@ class Prepro:
                 samples = result.fields
                 if result.targets:
                     if target_writer is None:
-                        kind = "float32" if args.target_type == "regression" else "int64"
-                        target_writer = ScalarWriter(os.path.join(stage, f"{split}.target"), kind)
+                        kind = {"regression": "float32", "multilabel": "uint8"}.get(args.target_type, "int64")
+                        width = len(processor.target_map) if args.target_type == "multilabel" else None
+                        target_writer = ScalarWriter(os.path.join(stage, f"{split}.target"), kind, width)
                     target_writer.add_many(result.targets)
             for name, (flat, lengths) in samples.items():
+                if name not in writers:  # a token-level target field (NER tags): only labelled splits have it
+                    writers[name] = IndexedWriter(os.path.join(stage, f"{split}.{name}"),
+                                                  processor.field_dtypes.get(name, dtype))
                 writers[name].add_many(flat, lengths)
             count += len(next(iter(samples.values()))[1])
         if assembler is not None:

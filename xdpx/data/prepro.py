@@ -34,7 +34,8 @@ def _texts_fit(args: Any) -> bool:
     loader, processor = _component("loader", args.loader), _component("processor", args.processor)
     if loader is None or processor is None or processor.is_corpus:
         return True
-    return len(loader.text_keys) == processor.num_texts
+    # a processor may take several layouts (the bi-encoders: pairs, or triplets with a hard negative)
+    return len(loader.text_keys) in getattr(processor, "text_counts", (processor.num_texts,))
 
 
 VOCAB_BUILD_OPTIONS = [

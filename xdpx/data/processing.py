@@ -14,7 +14,7 @@ from typing import Any
 from xdpx import io
 from xdpx.data import processors, tokenizers
 from xdpx.data.dictionary import Dictionary
-from xdpx.data.targets import TargetMap, regression_value
+from xdpx.data.targets import TargetMap, label_names, regression_value
 
 VOCAB_FILE, TARGET_MAP_FILE = "vocab.txt", "target_map.txt"
 IGNORE_INDEX = -100  # target of positions that carry no loss (MLM: unmasked tokens); torch's default
@@ -78,6 +78,12 @@ class Processor:
             return regression_value(label)
         if self.target_map is None:
             raise ValueError("this data_dir has no target_map.txt: it holds no labelled data")
+        if self.target_type == "multilabel":  # a multi-hot row over the target map
+            import numpy as np
+
+            row = np.zeros(len(self.target_map), dtype=np.uint8)
+            row[self.target_map.encode_set(label_names(label, self.args))] = 1
+            return row
         return self.target_map.encode(label)
 
     def encode(self, fields: Any, label: str | None = None) -> dict[str, Any]:
@@ -104,6 +110,9 @@ class Processor:
             return ""
         if self.target_type == "regression" or self.target_map is None:
             return f"{float(target):g}"
+        if self.target_type == "multilabel":
+            separator = self.args.get("label_separator") or "|"
+            return separator.join(self.target_map.labels[k] for k, on in enumerate(target) if on)
         return self.target_map.labels[int(target)]
 
     # ---- batches -------------------------------------------------------------------------------
@@ -126,6 +135,10 @@ class Processor:
 
         if not samples or "target" not in samples[0]:
             return None
+        if self.target_type == "multilabel":  # multi-hot rows [B, C], float for the sigmoid loss
+            import numpy as np
+
+            return torch.from_numpy(np.stack([np.asarray(s["target"]) for s in samples]).astype(np.float32))
         dtype = torch.float32 if self.target_type == "regression" else torch.long
         return torch.tensor([s["target"] for s in samples], dtype=dtype)
 

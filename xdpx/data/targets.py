@@ -3,9 +3,11 @@ the conversion of a label string into what is stored (class id, or a float for r
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from xdpx import io
 from xdpx.data.errors import BadLine
@@ -56,6 +58,10 @@ class TargetMap:
             rest.sort(key=lambda label: (-counts[label], label))
         labels = special + rest
         return cls(labels + ([unk] if unk is not None and unk not in labels else []), unk)
+
+    def encode_set(self, names: list[str]) -> list[int]:
+        """Class ids of a multilabel sample's label names (each as :meth:`encode`), sorted, each once."""
+        return sorted({self.encode(name) for name in names})
 
     def save(self, path: str) -> None:
         with io.open(path, "w") as f:
@@ -108,6 +114,26 @@ def rare_labels_warning(counts: Counter[str], shown: int = 5) -> str | None:
     if hints:
         text += ". " + "; ".join(hints[:shown])
     return text + ". Fix the labels in the data if they are typos, or keep them if they are real classes"
+
+
+def label_names(label: str, args: Any) -> list[str]:
+    """The label names a label column holds: itself, or for ``target_type: multilabel`` the set it lists (a
+    JSON list of strings, as the jsonl parser passes it on, or names joined by ``label_separator``), in order
+    of first appearance, each once; an empty column is the empty set."""
+    if hasattr(label, "names"):  # a label that knows its parts (NER: a tag sequence)
+        return list(label.names())
+    if args.get("target_type") != "multilabel":
+        return [label]
+    text = label.strip()
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError:
+            items = None
+        if isinstance(items, list) and all(isinstance(item, str) for item in items):
+            return list(dict.fromkeys(item.strip() for item in items if item.strip()))
+    names = (name.strip() for name in text.split(args.get("label_separator") or "|"))
+    return list(dict.fromkeys(name for name in names if name))
 
 
 def _is_int(text: str) -> bool:

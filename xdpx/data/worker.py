@@ -14,6 +14,7 @@ from typing import Any
 
 from xdpx.data.errors import BadLine, count_skipped, decode_utf8
 from xdpx.data.loading import Layout
+from xdpx.data.targets import label_names
 
 _STATE: ChunkWorker | None = None  # this process's worker (one per process; set by init_worker)
 
@@ -91,7 +92,8 @@ class ChunkWorker:
         if count_tokens:
             for tokens in self.tokenizer.tokenize_batch([t for _, texts, _ in records for t in texts if t]):
                 result.tokens.update(tokens)
-        result.labels.update(label for _, _, label in records if label is not None)
+        result.labels.update(name for _, _, label in records if label is not None
+                             for name in label_names(label, self.args))
         first_line = job[1].line
         result.first_labels = [(f"{job[0]}:{number}", label) for number, _, label in records
                                if number == first_line and label is not None]
@@ -120,8 +122,12 @@ class ChunkWorker:
             sample, truncated = built
             if label is not None:
                 try:
-                    targets.append(processor.target_of(label))
-                    stats["novel_targets"] += processor.target_map is not None and processor.target_map.is_novel(label)
+                    if getattr(processor, "target_field", None):  # token-level targets (NER tags): a field
+                        sample[processor.target_field] = processor.field_target(sample, label)
+                    else:
+                        targets.append(processor.target_of(label))
+                    stats["novel_targets"] += processor.target_map is not None and any(
+                        processor.target_map.is_novel(name) for name in label_names(label, self.args))
                 except BadLine as e:
                     located = e.located(f"{job[0]}:{number}", label)
                     if not self.skip_bad:
@@ -132,7 +138,10 @@ class ChunkWorker:
             kept.append(sample)
             lines.append(number)
         fields = {}
-        for name in processor.fields:
+        target_field = getattr(processor, "target_field", None)
+        labelled = (target_field,) if target_field and kept and target_field in kept[0] else ()
+        # extra fields are stored, not net_input
+        for name in (*processor.fields, *getattr(processor, "extra_fields", ()), *labelled):
             arrays = [s[name] for s in kept]
             fields[name] = (np.concatenate(arrays) if arrays else np.zeros(0, np.int64),
                             np.array([len(a) for a in arrays], dtype=np.int64))

@@ -65,6 +65,16 @@ class UnpackedTextLSTM(nn.Module):
         return m.output(m.head(m.pooling(states, mask)))
 
 
+class UnpackedTaggerLSTM(UnpackedTextLSTM):
+    """lstm_ner's forward (tag scores per token) with the packed LSTM replaced by :func:`padded_lstm`."""
+
+    def forward(self, tokens: torch.Tensor, **_: Any) -> torch.Tensor:
+        m = self.model
+        lengths = tokens.ne(m.pad_index).sum(dim=1).clamp(min=1)
+        return m.classifier(m.dropout(padded_lstm(self.parts, self.bidirectional, m.dropout(m.embedding(tokens)),
+                                                  lengths)))
+
+
 class FullWidthSiamese(nn.Module):
     """bert_siamese with both towers as wide as the input: the model trims them to the longest text of
     the batch (a width computed from the data, which tracing freezes and torch.export rejects); the extra
@@ -107,6 +117,9 @@ def export_form(model: nn.Module) -> nn.Module:
         return model
     if isinstance(model, BiLSTMClassifier):
         return UnpackedTextLSTM(model).eval()
+    tagger = sys.modules.get("xdpx.models.ner")
+    if tagger is not None and isinstance(model, tagger.BiLSTMTagger):
+        return UnpackedTaggerLSTM(model).eval()
     bert = sys.modules.get("xdpx.models.bert")
     if bert is not None and isinstance(model, bert.BertSiamese):
         return FullWidthSiamese(model).eval()

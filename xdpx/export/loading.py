@@ -46,4 +46,8 @@ def load_run(save_dir: str, checkpoint: str = "<best>", trust_user_dir: bool = F
 
         raise UserError(str(e)) from e
     loaded = load_model(args, say=lambda _message: None)
+    if loaded.run_args.get("lora") is not None:  # exports hold the plain model: the adapters folded into the weights
+        from xdpx.models.lora import merge_lora
+
+        merge_lora(loaded.model)
     return LoadedRun(save_dir, loaded.checkpoint, loaded.run_args, loaded.task, loaded.model, loaded.processor)

@@ -8,4 +8,6 @@ the first lookup, never at ``import xdpx`` time. See docs/architecture.md.
 from xdpx.registry import Registry
 
 losses = Registry("loss", modules=("xdpx.losses.classification", "xdpx.losses.regression", "xdpx.losses.mlm",
-                                   "xdpx.losses.focal", "xdpx.losses.circle", "xdpx.losses.taylor"))
+                                   "xdpx.losses.focal", "xdpx.losses.circle", "xdpx.losses.taylor",
+                                   "xdpx.losses.multilabel", "xdpx.losses.bi_encoder", "xdpx.losses.ner",
+                                   "xdpx.losses.distill", "xdpx.losses.intermediate"))

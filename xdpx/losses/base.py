@@ -30,8 +30,9 @@ def target_type_rule(regression: bool) -> Rule:
         return Rule(lambda a: a.target_type == "regression",
                     "this loss fits real values: it needs target_type: regression (use mse there, "
                     "and a classification loss otherwise)", keys=("loss", "target_type"))
-    return Rule(lambda a: a.target_type != "regression",
-                "target_type: regression needs a regression loss (mse)", keys=("loss", "target_type"))
+    return Rule(lambda a: a.target_type not in ("regression", "multilabel"),
+                "target_type: regression needs a regression loss (mse), target_type: multilabel the loss "
+                "multilabel_bce", keys=("loss", "target_type"))
 
 
 class Loss:

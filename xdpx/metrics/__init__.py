@@ -18,7 +18,8 @@ from typing import Any
 
 from xdpx.registry import Registry
 
-metrics = Registry("metric", modules=("xdpx.metrics.classification", "xdpx.metrics.regression", "xdpx.metrics.mlm"))
+metrics = Registry("metric", modules=("xdpx.metrics.classification", "xdpx.metrics.regression", "xdpx.metrics.mlm",
+                                       "xdpx.metrics.multilabel", "xdpx.metrics.entities"))
 
 
 def metric_names(kinds: tuple[str, ...]) -> list[str]:

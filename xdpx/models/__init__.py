@@ -14,5 +14,9 @@ models = Registry(
         "xdpx.models.match_cnn",
         "xdpx.models.re2",
         "xdpx.models.bert",
+        "xdpx.models.bert_mlm",
+        "xdpx.models.hf_encoder",
+        "xdpx.models.ner",
+        "xdpx.models.bi_encoder",
     ),
 )

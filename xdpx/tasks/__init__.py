@@ -6,4 +6,5 @@ Built-in tasks are imported on the first lookup, never at ``import xdpx`` time.
 
 from xdpx.registry import Registry
 
-tasks = Registry("task", modules=("xdpx.tasks.default", "xdpx.tasks.freelb"))
+tasks = Registry("task", modules=("xdpx.tasks.default", "xdpx.tasks.freelb", "xdpx.tasks.ner",
+                                   "xdpx.tasks.distill"))

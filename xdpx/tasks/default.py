@@ -49,6 +49,13 @@ class Task:
         """Logits for a batch without targets (x-pred, x-serve)."""
         return model(**batch["net_input"])
 
+    def prediction_format(self, args: Any, labels: list[str] | None) -> Any:
+        """How x-pred / x-serve write predictions: the loss's own format when its outputs are not class
+        rows (multilabel_bce: label sets; the bi-encoder losses: embeddings), else None (the classic
+        columns of xdpx/inference/outputs.py)."""
+        fmt = getattr(self.loss, "prediction_format", None)
+        return fmt(args, labels) if callable(fmt) else None
+
     def compute_metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
         """Metrics of a whole evaluation from its concatenated logits and targets (xdpx.metrics)."""
         from xdpx.metrics import compute_metrics

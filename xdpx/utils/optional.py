@@ -21,6 +21,7 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "onnxscript": ("onnxscript", "onnx"),
     "tensorflow": ("tensorflow-cpu", "tf"),
     "transformers": ("transformers", "hf"),
+    "peft": ("peft", "lora"),
     "s3fs": ("s3fs", "s3"),
     "ossfs": ("ossfs", "oss"),
     "sqlalchemy": ("sqlalchemy", "sql"),
@@ -30,6 +31,7 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "mlflow": ("mlflow-skinny", "mlflow"),
     "tensorboard": ("tensorboard", "tensorboard"),
     "jieba": ("jieba", "jieba"),
+    "faiss": ("faiss-cpu", "faiss"),  # x-script build_index / search (a numpy matrix without it)
 }
 
 
