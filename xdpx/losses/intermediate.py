@@ -49,7 +49,7 @@ class TinyBertLoss(DistillLoss):
                doc="weight of the hidden-state matching (mean squared error after the learned projection)"),
         Option("attention_weight", float, default=1.0, validate=at_least(0),
                doc="weight of the attention-score matching (mean squared error of q k^T / sqrt(d))"),
-        Option("layer_map", list[int], default=None,
+        Option("layer_map", list[int], default=None, validate=at_least(1, min_items=1),
                doc="for each student layer (bottom first), the teacher layer (1-based) it learns from; "
                    "null: uniform, student layer i from teacher layer i * L_teacher / L_student"),
     ]

@@ -26,13 +26,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from xdpx import io
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
 from xdpx.data.targets import label_names
 from xdpx.errors import UserError
 from xdpx.inference.outputs import unescape
-from xdpx.scripts.result_tables import PredictionTable, number_flag, read_predictions, split_flags
+from xdpx.scripts.result_tables import (
+    PredictionTable,
+    number_flag,
+    read_prediction_rows,
+    read_predictions,
+    split_flags,
+)
 
 USAGE = ("usage: x-script best_threshold PREDICTIONS [--beta 1] [--positive LABEL] [--truth label] "
          "[--separator |]")
@@ -117,24 +122,6 @@ def multilabel_thresholds(path: str, header: list[str], rows: list[list[str]], t
     return found
 
 
-def read_rows(path: str, truth_column: str) -> tuple[list[str], list[list[str]]]:
-    if not io.exists(path):
-        raise UserError(f"{path} does not exist: give the TSV that x-pred wrote for a labelled input")
-    with io.open(path) as f:
-        lines = f.read().splitlines()
-    if not lines:
-        raise UserError(f"{path} is empty: give the TSV that x-pred wrote for a labelled input")
-    header = lines[0].split("\t")
-    if truth_column not in header:
-        raise UserError(f"{path}:1: no column {truth_column!r} in the header ({', '.join(header)}): run x-pred on "
-                        "a labelled input with header: true and concat_origin: true, or name it with --truth")
-    rows = [line.split("\t") for line in lines[1:]]
-    for number, cells in enumerate(rows, start=2):
-        if len(cells) != len(header):
-            raise UserError(f"{path}:{number}: {len(cells)} cells where the header has {len(header)}")
-    return header, rows
-
-
 def print_thresholds(found: list[Threshold], beta: float) -> None:
     print(f"label\tthreshold\tf{beta:g}\tprecision\trecall\tpredicted_positive")
     for t in found:
@@ -150,7 +137,7 @@ def main(argv: list[str], usage: str = USAGE) -> int:
         raise ConfigError([usage])
     beta = number_flag(flags, "beta", usage, low=0)
     path, truth = positional[0], str(flags["truth"])
-    header, rows = read_rows(path, truth)
+    header, rows = read_prediction_rows(path, (truth,), flags="--truth")
     if "prob" in header:  # a single-label classifier's columns: predict, prob, prob_<label>...
         table = read_predictions(path, truth)
         print_thresholds(thresholds(table, beta, flags["positive"]), beta)

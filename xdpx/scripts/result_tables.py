@@ -23,8 +23,10 @@ class PredictionTable:
     probabilities: dict[str, list[float]]
 
 
-def read_predictions(path: str, truth_column: str = "label", predict_column: str = "predict") -> PredictionTable:
-    """Read x-pred's TSV (``header: true`` and ``concat_origin: true``, the defaults, on a labelled input)."""
+def read_prediction_rows(path: str, columns: tuple[str, ...],
+                         flags: str = "--truth / --predict") -> tuple[list[str], list[list[str]]]:
+    """The header and the rows of x-pred's TSV, each row as wide as the header; ``columns`` must be there
+    (``flags``: the tool's flags that name them, for the error)."""
     if not io.exists(path):
         raise UserError(f"{path} does not exist: give the TSV that x-pred wrote for a labelled input")
     with io.open(path) as f:
@@ -32,19 +34,26 @@ def read_predictions(path: str, truth_column: str = "label", predict_column: str
     if not lines:
         raise UserError(f"{path} is empty: give the TSV that x-pred wrote for a labelled input")
     header = lines[0].split("\t")
-    for column in (truth_column, predict_column):
+    for column in columns:
         if column not in header:
             raise UserError(f"{path}:1: no column {column!r} in the header ({', '.join(header)}): run x-pred on a "
-                            "labelled input with header: true and concat_origin: true, or name the columns "
-                            "with --truth / --predict")
+                            f"labelled input with header: true and concat_origin: true, or name the columns "
+                            f"with {flags}")
+    rows = [line.split("\t") for line in lines[1:]]
+    for number, cells in enumerate(rows, start=2):
+        if len(cells) != len(header):
+            raise UserError(f"{path}:{number}: {len(cells)} cells where the header has {len(header)}")
+    return header, rows
+
+
+def read_predictions(path: str, truth_column: str = "label", predict_column: str = "predict") -> PredictionTable:
+    """Read x-pred's TSV (``header: true`` and ``concat_origin: true``, the defaults, on a labelled input)."""
+    header, rows = read_prediction_rows(path, (truth_column, predict_column))
     labels = [name[len("prob_"):] for name in header if name.startswith("prob_")]
     truth_at, predict_at = header.index(truth_column), header.index(predict_column)
     prob_at = {label: header.index(f"prob_{label}") for label in labels}
     truth, predicted, probabilities = [], [], {label: [] for label in labels}
-    for number, line in enumerate(lines[1:], start=2):
-        cells = line.split("\t")
-        if len(cells) != len(header):
-            raise UserError(f"{path}:{number}: {len(cells)} cells where the header has {len(header)}")
+    for number, cells in enumerate(rows, start=2):
         truth.append(unescape(cells[truth_at]))
         predicted.append(unescape(cells[predict_at]))
         for label, at in prob_at.items():
