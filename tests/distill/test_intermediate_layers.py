@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, run, write_json
 
+from tests.distill.conftest import REPO, run, write_json
 from xdpx.cli import run_chain
 from xdpx.config.options import Args
 from xdpx.config.writers import read_args

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, run, student_config, write_json
 
+from tests.distill.conftest import REPO, run, student_config, write_json
 from xdpx.cli import run_chain
 from xdpx.data import processors
 from xdpx.data.dataset import open_split

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import REPO
 from export_helpers import eager_and_batches, export
 
+from tests.export.conftest import REPO
 from xdpx.cli import run_chain
 
 pytestmark = pytest.mark.tf

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import prepro
 from hf_builders import SAMPLES
 from test_hf_architectures import TRAIN, final_weights, read_tsv, train, write
 
+from tests.models_hf.conftest import prepro
 from xdpx.cli import run_chain, x_script
 
 KILL_RUNNER = Path(__file__).resolve().parents[1] / "train" / "kill_runner.py"
