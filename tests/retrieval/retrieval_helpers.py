@@ -5,11 +5,9 @@ random BERT bi-encoder run."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.train.train_helpers import run_killable  # noqa: F401 (the tests import it from here)
 from xdpx.cli import run_chain
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,11 +35,3 @@ def train_config(root: Path, data_dir: Path, **overrides: object) -> Path:
     path = root / "train.json"
     path.write_text(json.dumps(config))
     return path
-
-
-def run_killable(config: Path, where: str = "never", n: int = 0) -> int:
-    """x-train of ``config`` in its own process, killed (SIGKILL) at the n-th ``where`` of
-    tests/train/kill_runner.py ('never': runs to the end). The exit code (-9 when killed)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, str(REPO / "tests/train/kill_runner.py"), str(config), where, str(n)],
-                          capture_output=True, timeout=300, env=env).returncode

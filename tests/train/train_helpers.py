@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from xdpx.cli import run_chain
 
 FAULTY = Path(__file__).resolve().parent / "faulty_components"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_killable(config: Path, where: str = "never", n: int = 0) -> int:
+    """x-train of ``config`` in its own process, killed (SIGKILL) at the n-th ``where`` of
+    tests/train/kill_runner.py ('never': runs to the end). The exit code (-9 when killed)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, str(REPO / "tests/train/kill_runner.py"), str(config), where, str(n)],
+                          capture_output=True, timeout=300, env=env).returncode
 
 # A small, fast, still real configuration: cls_cnn on 240 Chinese reviews (60 in dev).
 BASE = {
