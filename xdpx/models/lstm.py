@@ -21,6 +21,26 @@ from xdpx.models.modules.encoders import PredictionHead
 from xdpx.models.modules.pooling import Pooling
 
 
+def bilstm_layers(args: Any) -> tuple[Embedding, nn.Dropout, nn.LSTM]:
+    """The embedding, dropout and bidirectional LSTM of the LSTM models (cls_lstm, lstm_ner), built in this
+    order (the order the initial weights are drawn in)."""
+    embedding = Embedding(args.vocab_size, args.embedding_dim, args.pad_index, args.embedding_file,
+                          args.fix_embeddings)
+    dropout = nn.Dropout(args.dropout)
+    lstm = nn.LSTM(args.embedding_dim, args.hidden_size, num_layers=args.num_layers,
+                   dropout=args.dropout if args.num_layers > 1 else 0.0, batch_first=True, bidirectional=True)
+    return embedding, dropout, lstm
+
+
+def bilstm_states(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The LSTM's states ``[B, T, 2H]`` over the real tokens only (packed), zero at padding."""
+    # An empty text still gets one (padding) step: packing rejects zero lengths.
+    lengths = mask.sum(dim=1).clamp(min=1).cpu()
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    states, _ = pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=x.size(1))
+    return states
+
+
 @models.register("cls_lstm")
 class BiLSTMClassifier(Model):
     """BiLSTM over ``net_input['tokens']`` ``[B, L]``, pooled to one vector, then a 2-layer head."""
@@ -39,20 +59,11 @@ class BiLSTMClassifier(Model):
     def __init__(self, args: Any) -> None:
         super().__init__(args)
         self.pad_index = args.pad_index
-        self.embedding = Embedding(args.vocab_size, args.embedding_dim, args.pad_index,
-                                   args.embedding_file, args.fix_embeddings)
-        self.dropout = nn.Dropout(args.dropout)
-        self.lstm = nn.LSTM(args.embedding_dim, args.hidden_size, num_layers=args.num_layers,
-                            dropout=args.dropout if args.num_layers > 1 else 0.0,
-                            batch_first=True, bidirectional=True)
+        self.embedding, self.dropout, self.lstm = bilstm_layers(args)
         self.pooling = Pooling(args.pooling, 2 * args.hidden_size)
         self.head = PredictionHead(2 * args.hidden_size, args.hidden_size, num_outputs(args), args.dropout)
 
     def forward(self, tokens: torch.Tensor, **_: Any) -> torch.Tensor:
         mask = tokens.ne(self.pad_index)
-        # An empty text still gets one (padding) step: packing rejects zero lengths.
-        lengths = mask.sum(dim=1).clamp(min=1).cpu()
-        x = self.dropout(self.embedding(tokens))
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        states, _ = pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=tokens.size(1))
+        states = bilstm_states(self.lstm, self.dropout(self.embedding(tokens)), mask)
         return self.output(self.head(self.pooling(states, mask)))

@@ -17,16 +17,15 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from xdpx.config.options import Option
 from xdpx.config.ranges import at_least, in_range
 from xdpx.models import models
 from xdpx.models.bert_base import BertBase
+from xdpx.models.lstm import bilstm_layers, bilstm_states
 from xdpx.models.modules.base import EMBEDDING_OPTIONS, Model
 from xdpx.models.modules.crf import CRF
 from xdpx.models.modules.dropout import Dropout
-from xdpx.models.modules.embedding import Embedding
 
 CRF_OPTION = Option("crf", bool, default=False,
                     doc="score whole tag sequences with a conditional random field (learned tag transitions; "
@@ -48,20 +47,12 @@ class BiLSTMTagger(Model):
     def __init__(self, args: Any) -> None:
         super().__init__(args)
         self.pad_index = args.pad_index
-        self.embedding = Embedding(args.vocab_size, args.embedding_dim, args.pad_index,
-                                   args.embedding_file, args.fix_embeddings)
-        self.dropout = nn.Dropout(args.dropout)
-        self.lstm = nn.LSTM(args.embedding_dim, args.hidden_size, num_layers=args.num_layers,
-                            dropout=args.dropout if args.num_layers > 1 else 0.0,
-                            batch_first=True, bidirectional=True)
+        self.embedding, self.dropout, self.lstm = bilstm_layers(args)
         self.classifier = nn.Linear(2 * args.hidden_size, args.num_classes)
         self.crf = CRF(args.num_classes) if args.crf else None
 
     def forward(self, tokens: torch.Tensor, **_: Any) -> torch.Tensor:
-        lengths = tokens.ne(self.pad_index).sum(dim=1).clamp(min=1).cpu()
-        packed = pack_padded_sequence(self.dropout(self.embedding(tokens)), lengths, batch_first=True,
-                                      enforce_sorted=False)
-        states, _ = pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=tokens.size(1))
+        states = bilstm_states(self.lstm, self.dropout(self.embedding(tokens)), tokens.ne(self.pad_index))
         return self.classifier(self.dropout(states))
 
 
