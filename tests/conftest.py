@@ -65,6 +65,23 @@ def keep_torch_threads() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+@pytest.fixture(autouse=True)
+def keep_the_training_loop() -> Iterator[None]:
+    """Give the Trainer class its own methods back after each test. The test user_dirs (tests/submit's
+    slow_updates, dying_rank) wrap Trainer methods when they are imported, and x-submit imports a config's
+    user_dir in the test's own process: a wrapper left behind slowed every later in-process training of the
+    session (0.5 s of sleep per update made tests/train, tune and viz ten times slower)."""
+    from xdpx.train.loop import Trainer
+
+    methods = dict(vars(Trainer))
+    yield
+    for name in set(vars(Trainer)) - set(methods):
+        delattr(Trainer, name)
+    for name, value in methods.items():
+        if vars(Trainer).get(name) is not value:
+            setattr(Trainer, name, value)
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """A moto S3 server for the session, with fake AWS credentials and ``s3://xdpx-io-test`` created.
