@@ -10,7 +10,10 @@ requests/s at 64 clients and the single-request p50, all on this machine in one 
 ``--train`` runs, in order, what examples/distill/run.sh lists: x-prepro of the teacher's data, the teacher
 (examples/distill/teacher_minilm.hjson), the augmentation (examples/distill/augment.py), the teacher's
 scoring (x-pred distill: true), x-prepro of the students' data, then the students (cnn_labels,
-cnn_distill_labelled, cnn_distill). Accuracy: x-eval of each run's best checkpoint on dev and test. Serving:
+cnn_distill_labelled, cnn_distill), the students on the teacher's word vectors (cnn_labels_emb, cnn_distill_emb)
+and on the teacher's WordPiece tokens and vectors with 47k augmented sentences, 384 wide (cnn_labels_wp,
+cnn_distill_wp) and cut to 128 dimensions (cnn_labels_wp128, cnn_distill_wp128).
+Accuracy: x-eval of each run's best checkpoint on dev and test. Serving:
 each run under x-serve (bench/bench_serve.py's servers and clients: one text per request, keep-alive
 connections), all servers up at once, the measurements alternating between them, the best of
 ``--repeats`` kept. The CPU and the load average are printed at the start and the end.
@@ -36,6 +39,12 @@ RUNS = {  # table row -> (run directory, config)
     "TextCNN, teacher's word vectors, labels alone": ("outputs/distill/runs/cnn_labels_emb", "cnn_labels_emb.hjson"),
     "TextCNN, teacher's word vectors, distilled + augmented": ("outputs/distill/runs/cnn_distill_emb",
                                                               "cnn_distill_emb.hjson"),
+    "TextCNN, teacher's pieces and vectors, labels alone": ("outputs/distill/runs/cnn_labels_wp", "cnn_labels_wp.hjson"),
+    "TextCNN, teacher's pieces and vectors, distilled + 47k augmented": ("outputs/distill/runs/cnn_distill_wp",
+                                                                        "cnn_distill_wp.hjson"),
+    "TextCNN, pieces and 128-d vectors, labels alone": ("outputs/distill/runs/cnn_labels_wp128", "cnn_labels_wp128.hjson"),
+    "TextCNN, pieces and 128-d vectors, distilled + 47k augmented": ("outputs/distill/runs/cnn_distill_wp128",
+                                                                    "cnn_distill_wp128.hjson"),
 }
 STEPS = [  # --train: what examples/distill/run.sh runs
     ["x-prepro", "prepro_polarity_bert.hjson"],
@@ -52,6 +61,18 @@ STEPS = [  # --train: what examples/distill/run.sh runs
     ["x-prepro", "prepro_polarity_student_emb.hjson"],
     ["x-train", "cnn_labels_emb.hjson"],
     ["x-train", "cnn_distill_emb.hjson"],
+    ["augment_large"],
+    ["x-pred", "score_polarity_large.hjson"],
+    ["pieces"],
+    ["x-prepro", "prepro_polarity_labels_wp.hjson"],
+    ["x-prepro", "prepro_polarity_student_wp.hjson"],
+    ["x-train", "cnn_labels_wp.hjson"],
+    ["x-train", "cnn_distill_wp.hjson"],
+    ["pieces128"],
+    ["x-prepro", "prepro_polarity_labels_wp128.hjson"],
+    ["x-prepro", "prepro_polarity_student_wp128.hjson"],
+    ["x-train", "cnn_labels_wp128.hjson"],
+    ["x-train", "cnn_distill_wp128.hjson"],
 ]
 
 
@@ -66,6 +87,16 @@ def train_all() -> None:
             command = [*python(), os.path.join(EXAMPLES, "augment.py"), "examples/data/full/polarity/train.txt",
                        "outputs/distill/aug/train_aug.txt", "--text-column", "1", "--copies", "4"]
             os.makedirs(os.path.join(ROOT, "outputs/distill/aug"), exist_ok=True)
+        elif step[0] == "augment_large":
+            command = [*python(), os.path.join(EXAMPLES, "augment.py"), "examples/data/full/polarity/train.txt",
+                       "outputs/distill/aug/train_aug_large.txt", "--text-column", "1", "--copies", "16", "--seed", "2"]
+        elif step[0] == "pieces":
+            command = [*python(), os.path.join(EXAMPLES, "teacher_embeddings.py"), "-",
+                       "outputs/pretrained/all-MiniLM-L6-v2", "outputs/distill/minilm_pieces.txt", "--pieces"]
+        elif step[0] == "pieces128":
+            command = [*python(), os.path.join(EXAMPLES, "teacher_embeddings.py"), "-",
+                       "outputs/pretrained/all-MiniLM-L6-v2", "outputs/distill/minilm_pieces128.txt", "--pieces",
+                       "--dim", "128"]
         elif step[0] == "embeddings":
             command = [*python(), os.path.join(EXAMPLES, "teacher_embeddings.py"), "examples/data/full/polarity/train.txt",
                        "outputs/pretrained/all-MiniLM-L6-v2", "outputs/distill/minilm_words.txt", "--text-column", "1"]

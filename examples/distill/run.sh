@@ -24,3 +24,19 @@ x-prepro examples/distill/prepro_polarity_labels_emb.hjson
 x-prepro examples/distill/prepro_polarity_student_emb.hjson
 x-train examples/distill/cnn_labels_emb.hjson
 x-train examples/distill/cnn_distill_emb.hjson
+# the students on the teacher's own WordPiece tokens and piece vectors, with a larger augmented corpus (47k)
+python examples/distill/augment.py examples/data/full/polarity/train.txt outputs/distill/aug/train_aug_large.txt \
+    --text-column 1 --copies 16 --seed 2
+x-pred examples/distill/score_polarity_large.hjson
+python examples/distill/teacher_embeddings.py - outputs/pretrained/all-MiniLM-L6-v2 outputs/distill/minilm_pieces.txt --pieces
+x-prepro examples/distill/prepro_polarity_labels_wp.hjson
+x-prepro examples/distill/prepro_polarity_student_wp.hjson
+x-train examples/distill/cnn_labels_wp.hjson
+x-train examples/distill/cnn_distill_wp.hjson
+# the same with the piece vectors cut to 128 dimensions: a TextCNN as cheap to serve as the word-level one
+python examples/distill/teacher_embeddings.py - outputs/pretrained/all-MiniLM-L6-v2 outputs/distill/minilm_pieces128.txt \
+    --pieces --dim 128
+x-prepro examples/distill/prepro_polarity_labels_wp128.hjson
+x-prepro examples/distill/prepro_polarity_student_wp128.hjson
+x-train examples/distill/cnn_labels_wp128.hjson
+x-train examples/distill/cnn_distill_wp128.hjson
