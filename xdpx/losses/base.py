@@ -35,6 +35,16 @@ def target_type_rule(regression: bool) -> Rule:
                 "multilabel_bce", keys=("loss", "target_type"))
 
 
+def step_logs(loss_sum: torch.Tensor, nsamples: int, sample_size: int,
+              outputs: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, Any]:
+    """The logs every loss returns with its sum: the detached ``loss``, ``nsamples`` and ``sample_size``, and
+    with ``outputs`` (given under ``keep_outputs``) the ``logits`` and ``target`` that the metrics read."""
+    logs: dict[str, Any] = {"loss": loss_sum.detach(), "nsamples": nsamples, "sample_size": sample_size}
+    if outputs is not None:
+        logs["logits"], logs["target"] = outputs
+    return logs
+
+
 class Loss:
     """Base of the losses. Subclasses implement :meth:`compute` on logits and targets.
 
@@ -73,12 +83,8 @@ class Loss:
         logits = model(**batch["net_input"])
         loss_sum = self.compute(logits, target)
         sample_size = self.sample_size(target)
-        logs: dict[str, Any] = {"loss": loss_sum.detach(), "nsamples": int(target.size(0)),
-                                "sample_size": sample_size}
-        if keep_outputs:
-            logs["logits"] = logits.detach()
-            logs["target"] = target
-        return loss_sum, sample_size, logs
+        outputs = (logits.detach(), target) if keep_outputs else None
+        return loss_sum, sample_size, step_logs(loss_sum, int(target.size(0)), sample_size, outputs)
 
 
 def loss_state(task: Any) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from torch.nn import functional as F
 from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import above, at_least
 from xdpx.losses import losses
-from xdpx.losses.base import Loss
+from xdpx.losses.base import Loss, step_logs
 
 RECALL_AT = Option("recall_at", list[int], default=[1, 10], validate=at_least(1, min_items=1),
                    doc="the k of the recall_at_<k> metrics (the share of dev queries whose own positive is in "
@@ -61,11 +61,8 @@ class BiEncoderLoss(Loss):
         if target is None:  # pairs without a label column: the losses need none; metrics keep the shape
             target = torch.zeros(size, device=embeddings.device)
         loss_sum = self.scores(embeddings, target)
-        logs: dict[str, Any] = {"loss": loss_sum.detach(), "nsamples": size, "sample_size": size}
-        if keep_outputs:
-            logs["logits"] = embeddings.detach().reshape(size, -1)
-            logs["target"] = target
-        return loss_sum, size, logs
+        outputs = (embeddings.detach().reshape(size, -1), target) if keep_outputs else None
+        return loss_sum, size, step_logs(loss_sum, size, size, outputs)
 
     def compute_metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
         from xdpx.metrics.retrieval import retrieval_metrics

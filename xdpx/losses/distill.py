@@ -25,7 +25,7 @@ from xdpx.config.options import Option
 from xdpx.config.ranges import above, in_range
 from xdpx.data.processing import IGNORE_INDEX
 from xdpx.losses import losses
-from xdpx.losses.base import Loss, major_metric_rule, target_type_rule
+from xdpx.losses.base import Loss, major_metric_rule, step_logs, target_type_rule
 from xdpx.losses.classification import CLASSIFICATION_METRICS
 
 DISTILL_OPTIONS = [
@@ -82,12 +82,8 @@ class SoftTargetLoss(Loss):
                              "distillation needs processor *_with_logits data, online distillation a teacher)")
         loss_sum = self.compute(logits, target, teacher)
         sample_size = int(target.size(0)) if teacher is not None else int((target != IGNORE_INDEX).sum())
-        logs: dict[str, Any] = {"loss": loss_sum.detach(), "nsamples": int(target.size(0)),
-                                "sample_size": sample_size}
-        if keep_outputs:
-            logs["logits"] = logits.detach()
-            logs["target"] = target
-        return loss_sum, sample_size, logs
+        outputs = (logits.detach(), target) if keep_outputs else None
+        return loss_sum, sample_size, step_logs(loss_sum, int(target.size(0)), sample_size, outputs)
 
 
 @losses.register("distill")

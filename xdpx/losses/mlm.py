@@ -20,7 +20,7 @@ from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import at_least
 from xdpx.data.processing import IGNORE_INDEX
 from xdpx.losses import losses
-from xdpx.losses.base import Loss, major_metric_rule
+from xdpx.losses.base import Loss, major_metric_rule, step_logs
 
 PERPLEXITY_RULE = Rule(lambda a: a.major_metric != "mlm_perplexity" or not a.ascending_metric,
                        "mlm_perplexity is lower-is-better: set ascending_metric: false",
@@ -51,11 +51,8 @@ class MaskedLMLoss(Loss):
         gold = target[positions]
         nll, correct = self.mlm_terms(logits, gold)
         loss_sum, sample_size = nll.sum(), int(gold.numel())
-        logs: dict[str, Any] = {"loss": loss_sum.detach(), "nsamples": int(target.size(0)),
-                                "sample_size": sample_size}
-        if keep_outputs:
-            logs["logits"], logs["target"] = _rows(0, nll, correct), gold
-        return loss_sum, sample_size, logs
+        outputs = (_rows(0, nll, correct), gold) if keep_outputs else None
+        return loss_sum, sample_size, step_logs(loss_sum, int(target.size(0)), sample_size, outputs)
 
     def compute_metrics(self, rows: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
         from xdpx.metrics.mlm import mlm_metrics
@@ -91,9 +88,6 @@ class MaskedLMSentenceOrderLoss(MaskedLMLoss):
         per_block = gold.numel() / max(target.size(0), 1)
         loss_sum = nll.sum() + self.args.sop_weight * per_block * sop_nll.sum()
         sample_size = int(gold.numel())
-        logs: dict[str, Any] = {"loss": loss_sum.detach(), "nsamples": int(target.size(0)),
-                                "sample_size": sample_size}
-        if keep_outputs:
-            logs["logits"] = torch.cat((_rows(0, nll, correct), _rows(1, sop_nll, sop_logits.argmax(-1) == order)))
-            logs["target"] = torch.cat((gold, order))
-        return loss_sum, sample_size, logs
+        outputs = (torch.cat((_rows(0, nll, correct), _rows(1, sop_nll, sop_logits.argmax(-1) == order))),
+                   torch.cat((gold, order))) if keep_outputs else None
+        return loss_sum, sample_size, step_logs(loss_sum, int(target.size(0)), sample_size, outputs)

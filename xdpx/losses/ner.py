@@ -24,7 +24,7 @@ from xdpx.config.errors import ConfigError
 from xdpx.config.options import Rule
 from xdpx.data.processing import IGNORE_INDEX, TARGET_MAP_FILE
 from xdpx.losses import losses
-from xdpx.losses.base import Loss
+from xdpx.losses.base import Loss, step_logs
 from xdpx.metrics import metric_names
 
 ENTITY_METRICS = "entity_f1, entity_precision, entity_recall, token_accuracy, entity_f1_<TYPE> (e.g. entity_f1_PER)"
@@ -117,15 +117,13 @@ class TokenCrossEntropy(Loss):
             loss_sum = F.cross_entropy(scores.float().flatten(0, 1), target.flatten(), ignore_index=IGNORE_INDEX,
                                        reduction="sum")
             sample_size = int(real.sum())
-        logs: dict[str, Any] = {"loss": loss_sum.detach(), "nsamples": int(target.size(0)),
-                                "sample_size": sample_size}
+        outputs = None
         if keep_outputs:
             predicted = decode(model, scores.detach(), real)
             first = torch.zeros_like(real)
             first[:, 0] = True
-            logs["logits"] = torch.stack((predicted[real], first[real]), dim=1).float()
-            logs["target"] = target[real]
-        return loss_sum, sample_size, logs
+            outputs = (torch.stack((predicted[real], first[real]), dim=1).float(), target[real])
+        return loss_sum, sample_size, step_logs(loss_sum, int(target.size(0)), sample_size, outputs)
 
     def labels(self) -> list[str]:
         if self._labels is None:
