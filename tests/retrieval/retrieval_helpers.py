@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.train.train_helpers import run_killable  # noqa: F401 (the tests import it from here)
+from tests.train.train_helpers import run_killable, write_config  # noqa: F401 (tests import run_killable here)
 from xdpx.cli import run_chain
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,9 +29,5 @@ def prepro(root: Path, **overrides: object) -> Path:
 
 
 def train_config(root: Path, data_dir: Path, **overrides: object) -> Path:
-    config = {"__parent__": "${data_dir}/meta", "data_dir": str(data_dir), "save_dir": str(root / "run"),
-              **RUN, **overrides}
-    config = {k: v for k, v in config.items() if v is not ...}  # `key=...` drops a RUN key
-    path = root / "train.json"
-    path.write_text(json.dumps(config))
-    return path
+    """root/train.json: RUN with ``overrides`` (``key=...`` drops a RUN key), saving to root/run."""
+    return write_config(root / "train.json", data_dir, root / "run", base=RUN, **overrides)

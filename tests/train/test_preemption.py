@@ -14,8 +14,7 @@ import signal
 from pathlib import Path
 
 import torch
-from test_resume import assert_same_run
-from train_helpers import FAULTY, train, write_config
+from train_helpers import FAULTY, assert_same_run, train, write_config
 
 from xdpx.errors import EXIT_REQUEUE
 from xdpx.io.ownership import RUN_MARKER

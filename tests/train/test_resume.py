@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_helpers import assert_same_weights, final_weights, train, write_config
+from train_helpers import assert_same_run, assert_same_weights, final_weights, train, write_config
 
 from xdpx.models.checkpoints import load_torch, resolve_checkpoint
 
@@ -34,15 +34,6 @@ def reference(reviews: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = write_config(root / "train.hjson", reviews, root / "run", **RESUME_CONFIG)
     assert run_runner(config, "never", 0) == 0
     return root / "run"
-
-
-def assert_same_run(run: Path, reference: Path) -> None:
-    assert_same_weights(final_weights(run), final_weights(reference))
-    assert (run / "valid.log.tsv").read_text() == (reference / "valid.log.tsv").read_text()
-    expected_rows = [line.split("\t")[:4] for line in (reference / "train.log.tsv").read_text().splitlines()]
-    assert [line.split("\t")[:4] for line in (run / "train.log.tsv").read_text().splitlines()] == expected_rows
-    assert (run / "checkpoints.json").read_text() == (reference / "checkpoints.json").read_text()
-    assert sorted(p.name for p in run.glob("checkpoint-*.pt")) == sorted(p.name for p in reference.glob("checkpoint-*.pt"))
 
 
 @pytest.mark.parametrize("where,n", [("update", 17), ("eval", 10), ("save", 5)],

@@ -30,10 +30,12 @@ BASE = {
 }
 
 
-def write_config(path: Path, data_dir: Path, save_dir: Path, **overrides: Any) -> Path:
+def write_config(path: Path, data_dir: Path, save_dir: Path, base: dict[str, Any] | None = None,
+                 **overrides: Any) -> Path:
+    """An x-train config: ``base`` (BASE when None), then ``overrides``; ``key=...`` drops a key of the base."""
     config = {"__parent__": "${data_dir}/meta", "data_dir": str(data_dir), "save_dir": str(save_dir),
-              **BASE, **overrides}
-    config = {k: v for k, v in config.items() if v is not ...}  # `key=...` drops a BASE key
+              **(BASE if base is None else base), **overrides}
+    config = {k: v for k, v in config.items() if v is not ...}
     path.write_text(json.dumps(config, indent=1))
     return path
 
@@ -54,3 +56,13 @@ def assert_same_weights(a: dict[str, Any], b: dict[str, Any]) -> None:
     assert a.keys() == b.keys()
     for key in a:
         assert torch.equal(a[key], b[key]), f"{key} differs"
+
+
+def assert_same_run(run: Path, reference: Path) -> None:
+    """Weights, valid.log.tsv, the train.log.tsv rows, checkpoints.json and the checkpoint files alike."""
+    assert_same_weights(final_weights(run), final_weights(reference))
+    assert (run / "valid.log.tsv").read_text() == (reference / "valid.log.tsv").read_text()
+    expected_rows = [line.split("\t")[:4] for line in (reference / "train.log.tsv").read_text().splitlines()]
+    assert [line.split("\t")[:4] for line in (run / "train.log.tsv").read_text().splitlines()] == expected_rows
+    assert (run / "checkpoints.json").read_text() == (reference / "checkpoints.json").read_text()
+    assert sorted(p.name for p in run.glob("checkpoint-*.pt")) == sorted(p.name for p in reference.glob("checkpoint-*.pt"))
