@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,17 @@ from xdpx.cli import run_chain
 pytest.importorskip("transformers")
 
 from hf_builders import ARCHITECTURES, SAMPLES, build_model_folder, train_tokenizer  # noqa: E402
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One CPU thread: the same arithmetic in every run of a test, whatever an earlier test set."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

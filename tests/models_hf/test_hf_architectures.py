@@ -26,13 +26,7 @@ TRAIN = {"model": "hf_classification", "loss": "cross_entropy", "learning_rate":
 ONNX = ("roberta", "deberta-v2", "modernbert", "distilbert")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One CPU thread: the same arithmetic in every run of a test, whatever an earlier test set."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def write(path: Path, config: dict[str, Any]) -> Path:

@@ -27,12 +27,7 @@ TEXTS = ["the filmmakers skillfully evoke the sense of menace that nature holds 
          "the film never lets go of it for a single minute of its long running time .", "flat ."]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_processor(data_dir: Path, name: str) -> Any:
