@@ -116,3 +116,15 @@ def test_sigkill_at_random_points_then_resume_is_bitwise_the_uninterrupted_run(r
     counts = {kind: sum(k.startswith(kind) for k in killed) for kind in KINDS}
     print(f"kill fuzz seed {SEED}: {len(killed)} kills in {chain} chains, by kind {counts}")
     assert len(killed) >= KILL_POINTS, f"seed {SEED}: {counts}"
+
+
+def test_a_kill_while_the_run_marker_commits_leaves_a_folder_that_resumes(reviews, reference, tmp_path):
+    """The first file a run commits is its marker: killed between its fsync and its rename, the folder holds
+    only the marker's temp file. It is still x-train's folder: resume starts the run (seed 405487 of CI)."""
+    run = tmp_path / "run"
+    config = train_config(tmp_path / "train.hjson", reviews, run, **RUN)
+    assert train_forked(config, "commit", 1) == -9
+    left = [p.name for p in run.iterdir()]
+    assert len(left) == 1 and left[0].startswith("..xdpx-run.") and left[0].endswith(".tmp"), left
+    assert train_forked(config) == 0
+    assert_same_run(run, reference, "kill at commit 1, then resume")

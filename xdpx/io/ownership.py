@@ -37,6 +37,9 @@ RUN_FILES = frozenset({
     "checkpoints.json", "snapshot.zip", "vocab.txt", "target_map.txt", "tokenizer.json", "plots", "tensorboard",
 })
 _RUN_PATTERNS = re.compile(r"^(checkpoint-\d+\.pt|state-\d+\.pt|\..+\.tmp)$")
+# The marker's own temp file (xdpx.io.atomic names it .<name>.<12 hex>.tmp): a run killed while it committed
+# its very first file leaves only this in the folder, and the folder is still x-train's.
+_MARKER_TEMP = re.compile(r"^\." + re.escape(RUN_MARKER) + r"\.[0-9a-f]{12}\.tmp$")
 # Files that, beside args.py, say that x-train wrote the folder (runs made before the marker existed);
 # x-prepro's output also holds args.py and log.txt, and always meta.hjson.
 _LEGACY_EVIDENCE = ("state.pt", "train.log.tsv", "checkpoints.json")
@@ -70,13 +73,16 @@ def is_run_file(name: str, log_file: str | None = None) -> bool:
 
 
 def is_run_dir(path: str) -> bool:
-    """Whether ``path`` is a run directory made by x-train (marker, or args.py with its logs or state)."""
+    """Whether ``path`` is a run directory made by x-train (marker or the marker's temp file, or args.py with
+    its logs or state)."""
     if not io.isdir(path):
         return False
     names = set(io.listdir(path))
     if DATA_DIR_FILE in names:
         return False
-    return RUN_MARKER in names or ("args.py" in names and any(n in names for n in _LEGACY_EVIDENCE))
+    if RUN_MARKER in names or any(_MARKER_TEMP.match(n) for n in names):
+        return True
+    return "args.py" in names and any(n in names for n in _LEGACY_EVIDENCE)
 
 
 # ---- the record ----------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 ``overwrite: true`` clears only a folder that x-train made (or an empty one), and only the files x-train
 writes there; anything else in it stays. It never clears a folder that holds the data, the current
 directory, a home directory, a filesystem or bucket root, or any parent of those. A run directory is
-recognised by the marker file written when the run starts (``.xdpx-run``), or, for runs written before
+recognised by the marker file written when the run starts (``.xdpx-run``, or its temp file when a kill
+came while it was committed), or, for runs written before
 the marker existed, by ``args.py`` beside ``state.pt``, ``train.log.tsv`` or ``checkpoints.json`` (not
 ``log.txt``: x-prepro writes args.py and log.txt too) in a folder without ``meta.hjson`` (x-prepro's). The checks run before any work, with and without ``--dry`` (docs/reliability.md).
 """
