@@ -82,6 +82,11 @@ class SlurmCluster:
         fields = self.command("scontrol", "show", "job", "-o", job_id).split()
         return dict(f.split("=", 1) for f in fields if "=" in f)
 
+    def node_state(self) -> str:
+        """The one node's State (IDLE, ALLOCATED, COMPLETING, IDLE+COMPLETING...)."""
+        fields = self.command("scontrol", "show", "node", "-o").split()
+        return dict(f.split("=", 1) for f in fields if "=" in f).get("State", "")
+
     def wait(self, job_id: str, timeout: float = 120) -> dict[str, str]:
         """Poll until the job has left the queue; its final state (JobState, ExitCode...)."""
         deadline = time.monotonic() + timeout

@@ -91,9 +91,13 @@ def test_a_job_sent_sigusr1_mid_run_is_requeued_and_ends_equal_to_an_uninterrupt
     # what Slurm sends `signal_grace` seconds before the time limit (--signal=USR1@120), sent now
     slurm.command("scancel", "--signal=USR1", job_id)
     # Slurm holds a requeued job until its BeginTime, 2 minutes on: release it once its first start has ended
-    # on the node (Reason=BeginTime; released earlier, the new start finds its credential revoked and fails)
+    # on the node. slurmd revokes the first start's credential when it ends it, and refuses every credential
+    # of the job made in that second or before (its times are whole seconds): released earlier, the new start
+    # finds its credential revoked and fails (seen under load). So: requeued, the node idle, then a second on.
     wait_for(lambda: (lambda s: (s.get("Restarts"), s.get("JobState"), s.get("Reason")))(slurm.job_state(job_id))
              == ("1", "PENDING", "BeginTime"), 120, f"job {job_id} was not requeued: {log_path.read_text()}")
+    wait_for(lambda: slurm.node_state() == "IDLE", 120, f"the node did not end job {job_id}: {slurm.log()}")
+    time.sleep(1.5)
     slurm.command("scontrol", "update", f"JobId={job_id}", "StartTime=now")
     state = slurm.wait(job_id)
     log = log_path.read_text()
