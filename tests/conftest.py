@@ -34,19 +34,43 @@ pytest.importorskip = optional_components.importorskip
 
 def pytest_configure(config: pytest.Config) -> None:
     optional_components.required_components()  # an unknown name in XDPX_REQUIRE stops the session at once
+    if os.environ.get("XDPX_REQUIRE_TF") == "1":  # CI's TensorFlow step: its tests must run, not skip silently
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError as e:
+            raise pytest.UsageError(f"XDPX_REQUIRE_TF=1 but tensorflow does not import ({e}); "
+                                    "install it with: pip install -e '.[tf]'") from e
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """CI's TensorFlow step sets XDPX_REQUIRE_TF=1: there the TF tests must run, not skip silently."""
-    import os
+    group_for_workers(items)
+    require_tf(items)
 
-    if os.environ.get("XDPX_REQUIRE_TF") != "1":
+
+def group_for_workers(items: list[pytest.Item]) -> None:
+    """pytest-xdist runs the suite on two workers (addopts: -n 2 --dist loadgroup), and a group's tests on
+    one worker. A folder whose conftest.py builds session fixtures (a trained model, the Slurm cluster) is
+    one group, so each such fixture is built once; the other tests are grouped by file, as xdist's
+    loadfile would."""
+    tests = Path(__file__).parent
+    shared: dict[Path, bool] = {}
+    for item in items:
+        path = Path(str(item.path))
+        folder = path.parent
+        if folder not in shared:
+            conftest = folder / "conftest.py"
+            shared[folder] = folder != tests and conftest.exists() and 'scope="session"' in conftest.read_text()
+        group = folder if shared[folder] else path
+        item.add_marker(pytest.mark.xdist_group(str(group.relative_to(tests))))
+
+
+def require_tf(items: list[pytest.Item]) -> None:
+    """With XDPX_REQUIRE_TF=1 a run that collected no TF test is an error (TensorFlow's import is checked in
+    pytest_configure). In an xdist worker an error here would read as a crash: there pytest's own exit code
+    5 (no tests ran) fails the run instead."""
+    if os.environ.get("XDPX_REQUIRE_TF") != "1" or "PYTEST_XDIST_WORKER" in os.environ:
         return
-    try:
-        import tensorflow  # noqa: F401
-    except ImportError as e:
-        raise pytest.UsageError(f"XDPX_REQUIRE_TF=1 but tensorflow does not import ({e}); "
-                                "install it with: pip install -e '.[tf]'") from e
     if not any(item.get_closest_marker("tf") for item in items):
         raise pytest.UsageError("XDPX_REQUIRE_TF=1 but no test marked tf was selected")
 

@@ -48,12 +48,13 @@ def test_an_unknown_component_name_is_refused(monkeypatch):
 
 
 def run_blocked(module: str, target: str, require: str | None) -> subprocess.CompletedProcess[str]:
-    """pytest on ``target`` in a fresh process where ``module`` does not import."""
+    """pytest on ``target`` in a fresh process where ``module`` does not import (no xdist workers: they
+    would be fresh processes where it does)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("XDPX_REQUIRE")}
     if require:
         env["XDPX_REQUIRE"] = require
     code = (f"import sys; sys.modules[{module!r}] = None; import pytest; "
-            f"sys.exit(pytest.main([{target!r}, '-q', '-p', 'no:cacheprovider', '-p', 'no:randomly']))")
+            f"sys.exit(pytest.main([{target!r}, '-q', '-n', '0', '-p', 'no:cacheprovider', '-p', 'no:randomly']))")
     return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300)
 

@@ -111,7 +111,7 @@ def test_missing_postgresql_fails_in_ci_and_skips_elsewhere(required: bool, tmp_
     env.pop("XDPX_REQUIRE_POSTGRES", None)
     if required:
         env["XDPX_REQUIRE_POSTGRES"] = "1"
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-rs",
                              f"{__file__}::test_postgresql_table_predicts_like_the_text_file"],
                             capture_output=True, text=True, env=env, cwd=Path(__file__).parent, timeout=300)
     if required:

@@ -106,7 +106,7 @@ def test_missing_slurm_fails_in_ci_and_skips_elsewhere(tmp_path):
         env.pop("XDPX_REQUIRE_SLURM", None)
         if required:
             env["XDPX_REQUIRE_SLURM"] = "1"
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", test],
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-rs", test],
                                 capture_output=True, text=True, env=env, cwd=Path(__file__).parent, timeout=300)
         if required:
             assert result.returncode == 1 and "XDPX_REQUIRE_SLURM=1 but Slurm is not installed" in result.stdout
