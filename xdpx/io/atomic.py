@@ -24,12 +24,24 @@ def _unlink_quiet(path: str) -> None:
         pass
 
 
+_TEMP_ID_LENGTH = 12  # hex digits of a uuid4 in a local temp file's name
+
+
+def is_temp_of(name: str, target_name: str) -> bool:
+    """Whether the file ``name`` is a temp file :func:`local_temp_for` made for a file named ``target_name``
+    (``.<target_name>.<12 hex>.tmp``): what a write cut short by a kill leaves beside its target."""
+    prefix, suffix = f".{target_name}.", ".tmp"
+    middle = name[len(prefix):-len(suffix)]
+    return (name.startswith(prefix) and name.endswith(suffix) and len(middle) == _TEMP_ID_LENGTH
+            and all(c in "0123456789abcdef" for c in middle))
+
+
 def local_temp_for(target: str) -> str:
     """Create an empty temp file next to local ``target`` (parent dirs made) and return its path."""
     parent = os.path.dirname(os.path.abspath(target))
     os.makedirs(parent, exist_ok=True)
     while True:
-        tmp = os.path.join(parent, f".{os.path.basename(target)}.{uuid.uuid4().hex[:12]}.tmp")
+        tmp = os.path.join(parent, f".{os.path.basename(target)}.{uuid.uuid4().hex[:_TEMP_ID_LENGTH]}.tmp")
         try:
             # 0o666 minus the umask, like a normal file: mkstemp's 0o600 would make every
             # checkpoint private to its writer.

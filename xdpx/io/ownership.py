@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdpx import io
+from xdpx.io.atomic import is_temp_of
 from xdpx.io.credentials import redact
 
 MANIFEST = ".xdpx-written"
@@ -37,9 +38,6 @@ RUN_FILES = frozenset({
     "checkpoints.json", "snapshot.zip", "vocab.txt", "target_map.txt", "tokenizer.json", "plots", "tensorboard",
 })
 _RUN_PATTERNS = re.compile(r"^(checkpoint-\d+\.pt|state-\d+\.pt|\..+\.tmp)$")
-# The marker's own temp file (xdpx.io.atomic names it .<name>.<12 hex>.tmp): a run killed while it committed
-# its very first file leaves only this in the folder, and the folder is still x-train's.
-_MARKER_TEMP = re.compile(r"^\." + re.escape(RUN_MARKER) + r"\.[0-9a-f]{12}\.tmp$")
 # Files that, beside args.py, say that x-train wrote the folder (runs made before the marker existed);
 # x-prepro's output also holds args.py and log.txt, and always meta.hjson.
 _LEGACY_EVIDENCE = ("state.pt", "train.log.tsv", "checkpoints.json")
@@ -80,7 +78,8 @@ def is_run_dir(path: str) -> bool:
     names = set(io.listdir(path))
     if DATA_DIR_FILE in names:
         return False
-    if RUN_MARKER in names or any(_MARKER_TEMP.match(n) for n in names):
+    # the marker's temp file alone: the run was killed while it committed its very first file
+    if RUN_MARKER in names or any(is_temp_of(n, RUN_MARKER) for n in names):
         return True
     return "args.py" in names and any(n in names for n in _LEGACY_EVIDENCE)
 
