@@ -1,0 +1,135 @@
+# code version: xdpx ae43b9ca2ecdc91588d690b5878d6dd0ab30d584 in /work/legacy
+# code version: working directory ae43b9ca2ecdc91588d690b5878d6dd0ab30d584 (dirty) in /work/main
+{
+    'train': {
+        'user_dir': None,
+        'data_dir': 'data/stsb_bert',  # *
+        'save_dir': 'runs/bert_siamese',  # *
+        'overwrite': False,
+        'auto_suffix': False,
+        'resume': False,
+        'train_subset': 'train',
+        'exclude_valid_from_train': False,
+        'lazy_load': False,
+        'seed': 1,
+        'max_epoch': None,
+        'max_update': 6,  # *
+        'train_steps': None,
+        'batch_size': 16,  # *
+        'update_freq': 1,
+        'auto_ga': False,
+        'learning_rate': 0.001,  # *
+        'clip_norm': 5.0,
+        'cpu': False,
+        'max_loss': None,
+        'ema_decay': None,
+        'distributed_world_size': None,
+        'use_bmuf': False,
+        'fsdp': False,
+        'fp16': False,
+        'bf16': False,
+        'fp16_backend': 'fairseq',
+        'opt_level': 'O1',
+        'memory_efficient_fp16': False,
+        'compile': False,
+        'log_interval': 3,  # *
+        'log_file': 'log.txt',
+        'eval_interval': 6,  # *
+        'eval_per_epoch': False,
+        'max_eval_steps': None,
+        'eval_interval_warmup': 0,
+        'eval_interval_warmup_multiplier': 6,
+        'valid_subset': 'dev',
+        'viz': False,  # *
+        'inspect_gradient': False,
+        'tensorboard': False,
+        'major_metric': 'pearson',  # *
+        'ascending_metric': True,
+        'tolerance': None,
+        'min_steps': 0,
+        'save': True,
+        'save_best_only': True,  # *
+        'save_above_score': None,
+        'save_full_checkpoint': False,
+        'save_last_only': True,  # *
+        'keep_last_checkpoints': None,
+        'keep_best_checkpoints': None,
+        'pretrained_model': None,
+        'task': 'default',
+        'model': 'bert_siamese',  # *
+        'loss': 'mse',  # *
+        'optimizer': 'adam',
+        'lr_scheduler': 'constant',
+        'callbacks': [],
+        'processor': 'bert_pair',  # *
+        'tokenizer': 'bert',  # *
+        'loader': 'pair',  # *
+        'parser': 'csv',
+        'max_len': 48,  # *
+        'min_len': 1,
+        'pad_word': '[PAD]',  # *
+        'unk_word': '[UNK]',  # *
+        'lower': True,
+        'target_type': 'regression',  # *
+        'target_unk': None,
+        'vocab_size': 171,  # *
+        'pad_index': 0,  # *
+        'unk_index': 1,  # *
+        'cls_index': 2,  # *
+        'sep_index': 3,  # *
+        'mask_index': None,
+        'num_classes': 1,  # *
+        'special_targets': None,
+        'data_size': {'dev': 60, 'test': 60, 'train': 240},  # *
+        'format_version': 1,  # *
+        'fingerprint': {'options': '30c8898eecd6bf12', 'dev': 'ee8e91a1f1e2da79', 'test': '81300e5d5d232083', 'train': '40b2c2fbb5b0fb2a'},  # *
+        'valid_batch_size': 16,
+    },
+    'model: bert_siamese': {
+        'hidden_size': 8,  # *
+        'num_hidden_layers': 1,  # *
+        'num_attention_heads': 2,  # *
+        'intermediate_size': 16,  # *
+        'max_position_embeddings': 64,  # *
+        'from_tf': False,
+        'gradient_checkpointing': False,
+        'freeze_embeddings': False,
+        'freeze_layers': 0,
+        'layer_lr_decay': 1.0,
+        'head_lr_multiplier': 1.0,
+        'lora': None,
+        'pooling': 'mean',
+        'classifier_dropout': None,
+        'hidden_act': 'gelu',
+        'type_vocab_size': 2,
+        'layer_norm_eps': 1e-12,
+        'hidden_dropout_prob': 0.1,
+        'attention_probs_dropout_prob': 0.1,
+        'initializer_range': 0.02,
+        'pruned_heads': {},
+    },
+    'optimizer: adam': {
+        'adam_betas': [0.9, 0.999],
+        'adam_eps': 1e-06,
+        'weight_decay': 0.0,
+        'adam_implementation': 'fused',
+    },
+    'processor: bert_pair': {
+        'cls_word': '[CLS]',
+        'sep_word': '[SEP]',
+    },
+    'tokenizer: bert': {
+        'strip_accents': None,
+        'fast_chinese': True,
+    },
+    'loader: pair': {
+        'text1_column': 5,  # *
+        'text2_column': 6,  # *
+        'label_column': 4,  # *
+        'extra_columns': True,  # *
+    },
+    'parser: csv': {
+        'delimiter': '\t',
+        'quotechar': None,
+    },
+}

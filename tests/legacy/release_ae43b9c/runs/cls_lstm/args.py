@@ -1,0 +1,115 @@
+# code version: xdpx ae43b9ca2ecdc91588d690b5878d6dd0ab30d584 in /work/legacy
+# code version: working directory ae43b9ca2ecdc91588d690b5878d6dd0ab30d584 (dirty) in /work/main
+{
+    'train': {
+        'user_dir': None,
+        'data_dir': 'data/reviews_char',  # *
+        'save_dir': 'runs/cls_lstm',  # *
+        'overwrite': False,
+        'auto_suffix': False,
+        'resume': False,
+        'train_subset': 'train',
+        'exclude_valid_from_train': False,
+        'lazy_load': False,
+        'seed': 1,
+        'max_epoch': None,
+        'max_update': 6,  # *
+        'train_steps': None,
+        'batch_size': 16,  # *
+        'update_freq': 1,
+        'auto_ga': False,
+        'learning_rate': 0.001,  # *
+        'clip_norm': 5.0,
+        'cpu': False,
+        'max_loss': None,
+        'ema_decay': None,
+        'distributed_world_size': None,
+        'use_bmuf': False,
+        'fsdp': False,
+        'fp16': False,
+        'bf16': False,
+        'fp16_backend': 'fairseq',
+        'opt_level': 'O1',
+        'memory_efficient_fp16': False,
+        'compile': False,
+        'log_interval': 3,  # *
+        'log_file': 'log.txt',
+        'eval_interval': 6,  # *
+        'eval_per_epoch': False,
+        'max_eval_steps': None,
+        'eval_interval_warmup': 0,
+        'eval_interval_warmup_multiplier': 6,
+        'valid_subset': 'dev',
+        'viz': False,  # *
+        'inspect_gradient': False,
+        'tensorboard': False,
+        'major_metric': 'accuracy',  # *
+        'ascending_metric': True,
+        'tolerance': None,
+        'min_steps': 0,
+        'save': True,
+        'save_best_only': True,  # *
+        'save_above_score': None,
+        'save_full_checkpoint': False,
+        'save_last_only': True,  # *
+        'keep_last_checkpoints': None,
+        'keep_best_checkpoints': None,
+        'pretrained_model': None,
+        'task': 'default',
+        'model': 'cls_lstm',  # *
+        'loss': 'cross_entropy',  # *
+        'optimizer': 'adam',
+        'lr_scheduler': 'constant',
+        'callbacks': [],
+        'processor': 'single',  # *
+        'tokenizer': 'char_zh',  # *
+        'loader': 'single',  # *
+        'parser': 'csv',
+        'max_len': 48,  # *
+        'min_len': 1,
+        'pad_word': '[PAD]',  # *
+        'unk_word': '[UNK]',  # *
+        'lower': True,
+        'target_type': 'text',
+        'target_unk': None,
+        'vocab_size': 661,  # *
+        'pad_index': 0,  # *
+        'unk_index': 1,  # *
+        'cls_index': None,
+        'sep_index': None,
+        'mask_index': None,
+        'num_classes': 2,  # *
+        'special_targets': None,
+        'data_size': {'dev': 60, 'test': 60, 'train': 240},  # *
+        'format_version': 1,  # *
+        'fingerprint': {'options': 'afb1fedd45cd4209', 'dev': '49d2e072974b012f', 'test': '77db809eebda8081', 'train': 'ae256e4975ba8eb7'},  # *
+        'valid_batch_size': 16,
+    },
+    'model: cls_lstm': {
+        'embedding_dim': 8,  # *
+        'embedding_file': None,
+        'fix_embeddings': False,
+        'dropout': 0.1,  # *
+        'hidden_size': 8,  # *
+        'num_layers': 1,
+        'pooling': 'attention',  # *
+    },
+    'loss: cross_entropy': {
+        'label_smoothing': 0.0,
+    },
+    'optimizer: adam': {
+        'adam_betas': [0.9, 0.999],
+        'adam_eps': 1e-06,
+        'weight_decay': 0.0,
+        'adam_implementation': 'fused',
+    },
+    'loader: single': {
+        'text_column': 0,
+        'label_column': -1,
+        'extra_columns': False,
+    },
+    'parser: csv': {
+        'delimiter': '\t',
+        'quotechar': None,
+    },
+}
