@@ -148,7 +148,7 @@ class Shapes:
 
     def flops(self, model: Any, first_only: bool = False) -> float:
         """The encoder's matmul FLOPs on these batches; ``first_only``: our BERT's last layer at [CLS] only."""
-        from xdpx.models.bert import count_flops
+        from xdpx.models.bert_layers import count_flops
 
         return sum(count_flops(model, rows * length, length, first_only) for rows, length, _ in self.batches)
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from xdpx.models.bert import written_out_attention, written_out_is_faster
+from xdpx.models.bert_layers import written_out_attention, written_out_is_faster
 from xdpx.models.modules.dropout import Dropout, dropout
 
 

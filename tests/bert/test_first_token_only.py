@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.bert.bert_helpers import batch, build
-from xdpx.models.bert import count_flops
+from xdpx.models.bert_layers import count_flops
 
 
 def logits_and_gradients(model, inputs, target, first_only):

@@ -7,7 +7,7 @@ import types
 
 import torch
 
-from xdpx.models.bert import BertSelfAttention
+from xdpx.models.bert_layers import BertSelfAttention
 
 
 def attention() -> BertSelfAttention:

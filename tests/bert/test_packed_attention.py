@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import xdpx.models.bert as bert
+import xdpx.models.bert_layers as bert
 import xdpx.models.bert_layers as bert_layers
 from tests.bert.bert_helpers import batch, build
 from xdpx.models.modules.dropout import dropout, dropout_mask

@@ -93,11 +93,12 @@ class Option:
 class Rule:
     """A check across options, run after every value is known: ``check(args)`` is truthy when fine.
 
-    ``keys`` name the options involved, so the error can say which file set them.
+    ``keys`` name the options involved, so the error can say which file set them. ``message`` may be a
+    function of the arguments, for a reason only the check knows.
     """
 
     check: Callable[[Any], Any]
-    message: str
+    message: str | Callable[[Any], str]
     keys: tuple[str, ...] = ()
 
 
@@ -358,7 +359,8 @@ def resolve(config: dict[str, Any], root: Iterable[Any], group: str, sources: di
             ok = True  # the rule's options are not active in this configuration
         if not ok:
             files = sorted({where(k) for k in rule.keys if k in config}) or [origin]
-            errors.append(f"{', '.join(files)}: {rule.message}")
+            message = rule.message(args) if callable(rule.message) else rule.message
+            errors.append(f"{', '.join(files)}: {message}")
     if check_paths:
         errors.extend(_check_paths(args, declared, where))
     if errors:

@@ -106,3 +106,27 @@ def spans_of_characters(offsets: Sequence[tuple[int, int]], entities: Sequence[S
         if second_start < first_end:
             raise BadLine("entities overlap: a unit has one tag (nested entities are not supported)")
     return spans
+
+
+def allowed_transitions(labels: Sequence[str]) -> tuple[list[list[bool]], list[bool], list[bool]]:
+    """Which tag may follow which (``[from][to]``), which may start and which may end a sentence, so that
+    every allowed sequence is valid in its scheme: I-X (and E-X) only after B-X or I-X, no sentence starting
+    inside an entity, and in BIOES none ending inside one (after B-X or I-X). The scheme is read off the
+    labels (E- or S- tags: BIOES)."""
+    parts = [split_tag(label) for label in labels]
+    bioes = any(prefix in ("E", "S") for prefix, _ in parts)
+
+    def inside(prefix: str) -> bool:
+        return prefix == "I" or (bioes and prefix == "E")
+
+    def follows(first: tuple[str, str], second: tuple[str, str]) -> bool:
+        (p1, t1), (p2, t2) = first, second
+        if inside(p2):  # continues an entity: only one of its own type that is still open
+            return p1 in ("B", "I") and t1 == t2
+        # B / S / O: in BIOES an open entity (after B or I) must end first
+        return not (bioes and p1 in ("B", "I"))
+
+    transitions = [[follows(a, b) for b in parts] for a in parts]
+    start = [not inside(prefix) for prefix, _ in parts]
+    end = [not (bioes and prefix in ("B", "I")) for prefix, _ in parts]
+    return transitions, start, end

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from xdpx import io
+from xdpx.models.choice import model_label
 
 COPIED_FILES = ("vocab.txt", "target_map.txt", "tokenizer.json", "args.py")
 EXPORT_INFO = "export.json"
@@ -31,7 +32,7 @@ def write_companions(run: Any, out_dir: str, info: dict[str, Any]) -> None:
     if labels is not None:  # one label per line, line i = output i: what deployment code reads
         with io.open(io.join(out_dir, "labels.txt"), "w") as f:
             f.write("".join(f"{label}\n" for label in labels))
-    record = {"save_dir": run.save_dir, "checkpoint": run.checkpoint, "model": run.args.model,
+    record = {"save_dir": run.save_dir, "checkpoint": run.checkpoint, "model": model_label(run.args),
               "processor": run.args.processor, "tokenizer": run.args.tokenizer,
               "max_len": run.args.get("max_len"), "pad_index": run.processor.pad_index,
               "target_type": run.args.get("target_type"), "labels": labels, **info}

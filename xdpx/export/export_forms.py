@@ -1,7 +1,7 @@
 """Export forms: a model rewritten, with the very same weights, into operations that torch.export can
 capture. The parity check proves each form computes what the original model computes.
 
-cls_lstm packs its padded batch (pack_padded_sequence) so that each text's backward LSTM starts at its
+The LSTM encoder packs its padded batch (pack_padded_sequence) so that each text's backward LSTM starts at its
 own last token; torch.export cannot capture packed sequences. The form below gets the same result on
 the padded batch: the forward direction runs as is (padding comes after the text, so it never affects
 a real position), and the backward direction runs over each text reversed within its own length.
@@ -13,6 +13,11 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from xdpx.models.composed import EncoderHeadModel
+from xdpx.models.encoders.lstm import LSTMEncoder
+from xdpx.models.heads.siamese import SiameseHead
+from xdpx.models.parts import Text
 
 
 def unidirectional_copies(lstm: nn.LSTM) -> nn.ModuleList:
@@ -48,35 +53,26 @@ def padded_lstm(parts: nn.ModuleList, bidirectional: bool, x: torch.Tensor, leng
     return x
 
 
-class UnpackedTextLSTM(nn.Module):
-    """cls_lstm's forward with the packed LSTM replaced by :func:`padded_lstm` (eval mode only)."""
+class UnpackedLSTM(nn.Module):
+    """A model on the LSTM encoder (cls_lstm, lstm_ner, any head that reads states) with the packed LSTM
+    replaced by :func:`padded_lstm` (eval mode only)."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
-        self.bidirectional = model.lstm.bidirectional
-        self.parts = unidirectional_copies(model.lstm)
+        self.bidirectional = model.text_encoder.net.lstm.bidirectional
+        self.parts = unidirectional_copies(model.text_encoder.net.lstm)
 
-    def forward(self, tokens: torch.Tensor, **_: Any) -> torch.Tensor:
-        m = self.model
-        mask = tokens.ne(m.pad_index)
-        lengths = mask.sum(dim=1).clamp(min=1)  # as the model does: an empty text gets one step
-        states = padded_lstm(self.parts, self.bidirectional, m.dropout(m.embedding(tokens)), lengths)
-        return m.output(m.head(m.pooling(states, mask)))
-
-
-class UnpackedTaggerLSTM(UnpackedTextLSTM):
-    """lstm_ner's forward (tag scores per token) with the packed LSTM replaced by :func:`padded_lstm`."""
-
-    def forward(self, tokens: torch.Tensor, **_: Any) -> torch.Tensor:
-        m = self.model
-        lengths = tokens.ne(m.pad_index).sum(dim=1).clamp(min=1)
-        return m.classifier(m.dropout(padded_lstm(self.parts, self.bidirectional, m.dropout(m.embedding(tokens)),
-                                                  lengths)))
+    def forward(self, **net_input: Any) -> torch.Tensor:
+        encoder = self.model.text_encoder
+        text = encoder.text(net_input)
+        lengths = text.mask.sum(dim=1).clamp(min=1)  # as the encoder does: an empty text gets one step
+        states = padded_lstm(self.parts, self.bidirectional, encoder.net.dropout(encoder.embed(text)), lengths)
+        return self.model.task_head.read(states, text, net_input)
 
 
 class FullWidthSiamese(nn.Module):
-    """bert_siamese with both towers as wide as the input: the model trims them to the longest text of
+    """The siamese head with both towers as wide as the input: the model trims them to the longest text of
     the batch (a width computed from the data, which tracing freezes and torch.export rejects); the extra
     positions are padding, masked in attention and pooling, so the outputs are the same."""
 
@@ -84,11 +80,11 @@ class FullWidthSiamese(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor,
-                **_: Any) -> torch.Tensor:
-        from xdpx.models.bert import BertBase
-
-        real = attention_mask.bool()
+    def forward(self, **net_input: Any) -> torch.Tensor:
+        if "input_ids" not in net_input:  # the towers as tokens1 / tokens2: their widths are the inputs' own
+            return self.model(**net_input)
+        input_ids, token_type_ids = net_input["input_ids"], net_input["token_type_ids"]
+        real = net_input["attention_mask"].bool()
         len_a = (real & (token_type_ids == 0)).sum(1)  # [CLS] a [SEP]
         len_b = (real & (token_type_ids == 1)).sum(1)  # b [SEP]
         steps = torch.arange(input_ids.size(1), device=input_ids.device)
@@ -98,29 +94,21 @@ class FullWidthSiamese(nn.Module):
         mask_b = steps[None, :] < (len_b + 1)[:, None]
         mask = torch.cat((mask_a, mask_b))
         ids = torch.cat((input_ids, b)).masked_fill(~mask, 0)
-        m = self.model
-        embedded = BertBase.bottom_predict(m, ids, torch.zeros_like(ids), mask.long())["embeddings"]
-        pooled = m.pool(m.bert.encode(embedded, mask.long(), m.reads_first_token_only()), mask.long())
+        encoder, head = self.model.text_encoder, self.model.task_head
+        text = Text(ids, mask.long(), torch.zeros_like(ids))
+        pooled = encoder.pool(encoder.encode(text, encoder.reads_first_token_only()), text)
         # slices, not the model's chunk(2): the ONNX optimizer cannot fold a split of a dynamic batch
         u, v = pooled[: input_ids.size(0)], pooled[input_ids.size(0):]
-        logits = m.classifier(m.dropout(torch.cat((u, v, (u - v).abs(), u * v), dim=-1)))
-        return logits.squeeze(-1) if m.num_outputs == 1 else logits
+        logits = head.classifier(head.drop(torch.cat((u, v, (u - v).abs(), u * v), dim=-1)))
+        return logits.squeeze(-1) if head.num_outputs == 1 else logits
 
 
 def export_form(model: nn.Module) -> nn.Module:
     """The module to trace or hand to torch.export for ``model`` (itself when it needs no rewrite)."""
-    import sys
-
-    from xdpx.models.lstm import BiLSTMClassifier
-
-    if model.training:
+    if model.training or not isinstance(model, EncoderHeadModel):
         return model
-    if isinstance(model, BiLSTMClassifier):
-        return UnpackedTextLSTM(model).eval()
-    tagger = sys.modules.get("xdpx.models.ner")
-    if tagger is not None and isinstance(model, tagger.BiLSTMTagger):
-        return UnpackedTaggerLSTM(model).eval()
-    bert = sys.modules.get("xdpx.models.bert")
-    if bert is not None and isinstance(model, bert.BertSiamese):
+    if isinstance(model.text_encoder, LSTMEncoder) and model.task_head.needs != "texts":
+        return UnpackedLSTM(model).eval()
+    if isinstance(model.task_head, SiameseHead):
         return FullWidthSiamese(model).eval()
     return model

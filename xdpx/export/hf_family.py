@@ -42,7 +42,7 @@ def architecture_of(run: Any) -> str:
 
 def _labels(run: Any) -> dict[str, Any]:
     labels = labels_of(run)
-    count = run.model.num_outputs
+    count = run.model.task_head.num_outputs
     if labels is None or len(labels) != count:
         labels = [f"LABEL_{i}" for i in range(count)]
     out: dict[str, Any] = {"num_labels": count, "id2label": dict(enumerate(labels)),
@@ -107,12 +107,12 @@ def check_directory(run: Any, out_dir: str, architecture: str, samples: list[dic
     local = out_dir if not io.is_remote(out_dir) else tempfile.mkdtemp(prefix="xdpx-hf-")
     if local != out_dir:
         io.copytree(out_dir, local)
-    squeeze = run.model.num_outputs == 1
+    squeeze = run.model.task_head.num_outputs == 1
     if architecture == "AutoModelForSequenceClassification":
         hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(local).eval()
 
         def hf_outputs(b: dict[str, Any]) -> Any:
-            logits = hf_model(**{k: v for k, v in b.items() if k != "token_type_ids" or run.model.takes_token_types}).logits
+            logits = hf_model(**{k: v for k, v in b.items() if k != "token_type_ids" or run.model.text_encoder.takes_token_types}).logits
             return logits.squeeze(-1) if squeeze else logits
     else:
         encoder = transformers.AutoModel.from_pretrained(local).eval()
@@ -123,7 +123,7 @@ def check_directory(run: Any, out_dir: str, architecture: str, samples: list[dic
 
         def hf_outputs(b: dict[str, Any]) -> Any:
             inputs = {"input_ids": b["input_ids"], "attention_mask": b["attention_mask"]}
-            if run.model.takes_token_types:
+            if run.model.text_encoder.takes_token_types:
                 inputs["token_type_ids"] = b["token_type_ids"]
             out = encoder(**inputs)
             pooled = out.pooler_output if pooling == "pooler" else mean_pool(out.last_hidden_state, b["attention_mask"]) \

@@ -21,6 +21,7 @@ from xdpx.errors import UserError
 from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
 from xdpx.io.credentials import redact
 from xdpx.io.ownership import Output
+from xdpx.models.choice import model_label
 
 EVAL_OPTIONS: list[Any] = [
     Option("valid_subset", str | list[str],
@@ -145,7 +146,7 @@ class EvalCommand(Command):
         subsets = [(redact(name), locate(name, run_args.data_dir, "valid_subset", where, run_args))
                    for name in subset_names(args.valid_subset)]
         if dry:
-            print(f"# model {run_args.model} (task {run_args.task}, loss {run_args.loss}); subsets: "
+            print(f"# model {model_label(run_args)} (task {run_args.task}, loss {run_args.loss}); subsets: "
                   + ", ".join(f"{n} ({'split' if isinstance(s, str) else type(s).__name__})" for n, s in subsets))
             return
         evaluate_subsets(args, run_args, subsets)

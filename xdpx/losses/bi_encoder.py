@@ -25,6 +25,7 @@ from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import above, at_least
 from xdpx.losses import losses
 from xdpx.losses.base import Loss, step_logs
+from xdpx.models.choice import head_name
 
 RECALL_AT = Option("recall_at", list[int], default=[1, 10], validate=at_least(1, min_items=1),
                    doc="the k of the recall_at_<k> metrics (the share of dev queries whose own positive is in "
@@ -39,9 +40,10 @@ def _major_metric_ok(args: Any) -> bool:
 MAJOR_METRIC_RULE = Rule(_major_metric_ok, "major_metric is not reported with this loss; choose 'loss', mrr, "
                          "recall_at_<k> for a k of recall_at, or (with regression targets) pearson / spearman",
                          keys=("major_metric", "loss", "recall_at"))
-BI_ENCODER_RULE = Rule(lambda a: a.model in ("bi_encoder", "bert_bi_encoder") or a.get("user_dir") is not None,
-                       "this loss scores a bi-encoder's embeddings: use model bi_encoder or bert_bi_encoder "
-                       "(processor bi_encoder / bert_bi_encoder)", keys=("loss", "model"))
+BI_ENCODER_RULE = Rule(lambda a: head_name(a) == "bi_encoder" or a.get("user_dir") is not None,
+                       "this loss scores a bi-encoder's embeddings: use head: bi_encoder on any encoder (or the "
+                       "models bi_encoder / bert_bi_encoder), with processor bi_encoder / bert_bi_encoder",
+                       keys=("loss", "model", "head"))
 
 
 class BiEncoderLoss(Loss):

@@ -143,6 +143,12 @@ def load_weights(path: str) -> dict[str, Any]:
     return obj
 
 
+def upgraded(model: Any, weights: dict[str, Any]) -> dict[str, Any]:
+    """``weights`` with the keys of an earlier release renamed to the model's (xdpx/models/composed.py)."""
+    upgrade = getattr(model, "upgrade_state_dict", None)
+    return upgrade(weights) if upgrade is not None else weights
+
+
 def shape_differences(own: dict[str, Any], saved: dict[str, Any]) -> list[str]:
     """'name (saved shape) vs the model's (shape)' for each weight both have with different shapes."""
     return [f"{k} {tuple(v.shape)} vs the model's {tuple(own[k].shape)}" for k, v in saved.items()
@@ -168,7 +174,7 @@ def load_weights_into(model: Any, path: str, strict: bool, say: Any = print, hin
     when ``strict`` (a checkpoint of this very model), else they are listed through ``say`` (pretrained
     weights for another head...). ``hint`` ends the error messages (what to check)."""
 
-    weights = load_weights(path)
+    weights = upgraded(model, load_weights(path))
     own = model.state_dict()
     mismatched = shape_differences(own, weights)
     if mismatched:

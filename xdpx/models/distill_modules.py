@@ -1,8 +1,9 @@
-"""What intermediate-layer distillation reads from a BERT: hidden states and attention scores, by forward hooks.
+"""What intermediate-layer distillation reads from a transformer encoder: hidden states (any transformer
+encoder: our BERT and the transformers family) and attention scores (our BERT), by forward hooks.
 
-The BERT models keep their forward as it is (one fused attention through SDPA, no probabilities kept);
-:class:`BertInternals` hooks the embedding output, each layer's output and each self-attention's input
-while one forward runs, and gives back
+The models keep their forward as it is (our BERT: one fused attention through SDPA, no probabilities
+kept); :class:`BertInternals` hooks the embedding output, each layer's output and, for our BERT, each
+self-attention's input while one forward runs, and gives back
 
 - ``hidden``: ``[embeddings, layer 1, ..., layer L]``, each ``[B, T, H]`` (the last layer of a [CLS]-pooled
   classifier computes only the first token: ``[B, 1, H]``);
@@ -21,12 +22,30 @@ from typing import Any
 import torch
 from torch import nn
 
+from xdpx.errors import UserError
+
 PROJECTION = "distill_projection"
 
 
 def has_internals(model: nn.Module) -> bool:
-    """Whether ``model`` is one of our BERT models (embedding_module / encoder_layers, xdpx.models.bert_base)."""
+    """Whether ``model`` has transformer layers (embedding_module / encoder_layers: a transformer encoder)."""
     return callable(getattr(model, "embedding_module", None)) and callable(getattr(model, "encoder_layers", None))
+
+
+def has_attention_scores(model: nn.Module) -> bool:
+    """Whether the layers are our BERT's, whose query and key projections the score hook recomputes."""
+    return all(hasattr(getattr(layer, "attention", None), "self") for layer in model.encoder_layers())
+
+
+def width_of(args: Any) -> int:
+    """The hidden width of a run's encoder: hidden_size (our BERT), else the transformers config's."""
+    config = args.get("hf_config") or {}
+    for key in ("hidden_size", "dim", "d_model", "n_embd"):
+        if config.get(key):
+            return int(config[key])
+    if args.get("hidden_size") is not None:
+        return int(args.hidden_size)
+    raise ValueError("the encoder's hidden width is unknown (no hidden_size option, no hf_config hidden_size)")
 
 
 class BertInternals:
@@ -34,8 +53,11 @@ class BertInternals:
 
     def __init__(self, model: nn.Module, attention: bool = True) -> None:
         if not has_internals(model):
-            raise ValueError(f"{type(model).__name__} has no BERT layers to match (intermediate-layer "
-                             "distillation needs BERT teacher and student: model bert_classification, ...)")
+            raise ValueError(f"{type(model).__name__} has no transformer layers to match (intermediate-layer "
+                             "distillation needs transformer encoders on both sides: encoder bert or hf)")
+        if attention and not has_attention_scores(model):
+            raise UserError("loss tinybert: attention matching reads our BERT's attention scores (encoder: bert on "
+                            "both sides); set attention_weight: 0 to match the hidden states of other encoders")
         self.model, self.attention = model, attention
         self.hidden: list[torch.Tensor] = []
         self.scores: list[torch.Tensor] = []

@@ -19,6 +19,7 @@ from xdpx.command import script
 from xdpx.config.errors import ConfigError
 from xdpx.errors import UserError
 from xdpx.io.ownership import Output, check_outputs, claim
+from xdpx.models.choice import model_label
 from xdpx.scripts.result_tables import number_flag, split_flags
 
 USAGE = ("usage: x-script build_index SAVE_DIR TEXTS OUT_DIR [--checkpoint <best>] [--column 0] "
@@ -55,7 +56,7 @@ def load_bi_encoder(save_dir: str, checkpoint: str, batch_size: int | None) -> t
     spec = io.join(save_dir, checkpoint) if checkpoint in (BEST, LAST) else checkpoint
     predictor = load_predictor(save_dir, spec, batch_size, cpu=True)
     if not serves_embeddings(predictor):
-        raise UserError(f"{save_dir} is a {predictor.loaded.run_args.model} run: build_index needs a bi-encoder "
+        raise UserError(f"{save_dir} is a {model_label(predictor.loaded.run_args)} run: build_index needs a bi-encoder "
                         "(model bi_encoder or bert_bi_encoder)")
     return predictor, predictor.loaded.checkpoint
 

@@ -17,6 +17,7 @@ from xdpx.chain import resolve_runs
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
 from xdpx.io.ownership import Output, check_outputs, claim
+from xdpx.models.choice import model_label
 
 RANGE_PREFIX = "module:"
 
@@ -138,7 +139,7 @@ def main(argv: list[str]) -> int:
     with io.open(io.join(out, "modules.tsv"), "w") as f:
         f.write(MODULES_HEADER)
         f.writelines(f"{n}\t{t}\t{c}\t{tot:.3f}\t{s:.3f}\n" for n, t, c, tot, s in rows)
-    print(f"\n{steps} updates of {args.model} profiled: forward time per module (self = without submodules)")
+    print(f"\n{steps} updates of {model_label(args)} profiled: forward time per module (self = without submodules)")
     print(f"{'module':40s} {'type':18s} {'calls':>6s} {'total ms':>10s} {'self ms':>10s}")
     for name, kind, calls, total, self_ms in rows[:40]:
         print(f"{name[:40]:40s} {kind[:18]:18s} {calls:6d} {total:10.2f} {self_ms:10.2f}")

@@ -22,6 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from xdpx.models.choice import model_label
 from xdpx.serve.batching import Batcher, Overloaded
 from xdpx.serve.embedding import embed_inputs, serves_embeddings
 from xdpx.serve.limits import Limits, RequestError, parse_inputs, read_body
@@ -91,7 +92,7 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
     async def embed(request: Request) -> Response:
         if state.embedder is None:
             return error(404, f"POST /embed serves bi-encoder runs (model bi_encoder or bert_bi_encoder); this run "
-                              f"is a {predictor.loaded.run_args.model}: use POST /predict")
+                              f"is a {model_label(predictor.loaded.run_args)}: use POST /predict")
         return await predict(request, state.embedder)
 
     async def health(request: Request) -> Response:

@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 from xdpx.errors import UserError
+from xdpx.models.choice import model_label
 
 
 class BadInput(ValueError):
@@ -42,7 +43,7 @@ class Predictor:
     def describe(self) -> dict[str, Any]:
         """What /health shows: the model and the checkpoint's file name, never a filesystem path."""
         checkpoint = self.loaded.checkpoint
-        return {"model": self.loaded.run_args.model,
+        return {"model": model_label(self.loaded.run_args),
                 "checkpoint": os.path.basename(str(checkpoint)) if checkpoint else None,
                 "labels": self.labels, "texts_per_input": self.num_texts,
                 "regression": bool(self.loaded.regression), "backend": self.backend}

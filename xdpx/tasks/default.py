@@ -7,12 +7,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from xdpx.models.composed import build_model
 from xdpx.tasks import tasks
 
 
 @tasks.register("default")
 class Task:
-    """Builds ``model`` / ``loss`` from ``args.model`` / ``args.loss``; the trainer owns everything else
+    """Builds the model (``model``, or ``encoder`` + ``head``) and the loss (``loss``); the trainer owns everything else
     (autocast, backward, normalisation by the update's sample size, optimizer and scaler steps)."""
 
     options: list[Any] = []
@@ -25,9 +26,7 @@ class Task:
 
     def build_model(self) -> nn.Module:
         """A fresh model (the trainer seeds the RNGs first, and loads pretrained_model afterwards)."""
-        from xdpx.models import models
-
-        return models.get(self.args.model).build(self.args)
+        return build_model(self.args)
 
     def train_step(self, model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, int, dict[str, Any]]:
         """Forward and loss on one micro-batch: ``(loss_sum, sample_size, logs)``, loss_sum with its graph.

@@ -71,10 +71,10 @@ class DistillTask(Task):
     def build_model(self) -> nn.Module:
         student = super().build_model()
         if getattr(self.loss, "wants_internals", False):
-            from xdpx.models.distill_modules import attach_projection
+            from xdpx.models.distill_modules import attach_projection, width_of
             from xdpx.tasks.teacher import teacher_args
 
-            attach_projection(student, int(self.args.hidden_size), int(teacher_args(self.args.teacher).hidden_size))
+            attach_projection(student, width_of(self.args), width_of(teacher_args(self.args.teacher)))
         return student
 
     # ---- the online teacher ---------------------------------------------------------------------

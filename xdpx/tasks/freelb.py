@@ -10,14 +10,13 @@ accumulation (update_freq), loss scaling and DDP work as for the default task.
 Dropout masks are identical across the passes of a step: the RNG state is restored before each pass,
 so the passes differ only by delta. Noise and dropout come from the trainer's per-update seed.
 
-A model joins by subclassing :class:`Perturbable`: ``bottom_predict(**net_input) -> dict`` (holding
-``embeddings`` ``[B, T, H]`` and ``attention_mask`` ``[B, T]``, plus whatever the top needs) and
-``upper_predict(**that_dict) -> outputs``. The BERT models do.
+A model joins by being :class:`xdpx.models.parts.Perturbable`: its ``forward(**net_input, perturb=f)``
+passes its input embeddings ``[B, T, H]`` and mask ``[B, T]`` through ``f``. Every encoder-and-head model
+is (xdpx/models/composed.py); the whole pair-interaction models (re2, match_cnn) are not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -25,25 +24,10 @@ from torch import nn
 
 from xdpx.config.options import Option
 from xdpx.config.ranges import at_least
+from xdpx.models.choice import model_label
+from xdpx.models.parts import Perturbable
 from xdpx.tasks import tasks
 from xdpx.tasks.default import Task
-
-
-class Perturbable:
-    """Mixin of models FreeLB can attack: forward = upper_predict(perturb(bottom_predict(inputs)))."""
-
-    def bottom_predict(self, *args: Any, **inputs: Any) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def upper_predict(self, **hidden: Any) -> Any:
-        raise NotImplementedError
-
-    def forward(self, *args: Any, perturb: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-                **inputs: Any) -> Any:
-        hidden = self.bottom_predict(*args, **inputs)
-        if perturb is not None:
-            hidden["embeddings"] = perturb(hidden["embeddings"], hidden["attention_mask"])
-        return self.upper_predict(**hidden)
 
 
 class Perturbation:
@@ -92,8 +76,8 @@ class FreeLB(Task):
     def build_model(self) -> nn.Module:
         model = super().build_model()
         if not isinstance(model, Perturbable):
-            raise ValueError(f"task freelb needs a model that provides bottom_predict / upper_predict "
-                             f"(xdpx.tasks.freelb.Perturbable, e.g. the bert_* models); {self.args.model!r} does not")
+            raise ValueError(f"task freelb perturbs a model's input embeddings: every encoder + head model "
+                             f"offers them (xdpx.models.parts.Perturbable); {model_label(self.args)} does not")
         return model
 
     def set_num_updates(self, num_updates: int) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from xdpx import io
 from xdpx.errors import UserError
+from xdpx.models.choice import model_label
 
 ARGS_FILE = "args.py"
 
@@ -95,7 +96,7 @@ def load_teacher(path: str, say: Any = print) -> Teacher:
         parameter.requires_grad_(False)
     data_dir = run_dir if io.exists(io.join(run_dir, VOCAB_FILE)) else args.data_dir
     processor = processors.get(args.processor)(args, data_dir=data_dir)
-    say(f"teacher: {args.model} from {checkpoint}")
+    say(f"teacher: {model_label(args)} from {checkpoint}")
     return Teacher(run_dir, checkpoint, args, model, processor)
 
 

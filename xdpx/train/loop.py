@@ -26,6 +26,7 @@ from xdpx.errors import UserError
 from xdpx.logger import TRAIN
 from xdpx.logger import log as summaries
 from xdpx.logger import mode as summary_mode
+from xdpx.models.choice import model_label
 from xdpx.train import distributed
 from xdpx.train.auto_ga import is_out_of_memory
 from xdpx.train.batching import batch_to_device, micro_batches, rank_share
@@ -126,7 +127,7 @@ class Trainer:
         if self.finished:
             log.info(f"{self.save_dir} is finished (update {self.num_updates}); nothing to do")
             return self.close()
-        log.info(f"training {a.model} on {a.data_dir} ({', '.join(self.batches.splits)}) into {self.save_dir}: "
+        log.info(f"training {model_label(a)} on {a.data_dir} ({', '.join(self.batches.splits)}) into {self.save_dir}: "
                  f"{self.total_updates} updates of {self.update_size} samples, from update {self.num_updates}")
         progress = Progress(self.total_updates, self.num_updates, self.context.is_main)
         log.progress = progress

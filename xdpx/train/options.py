@@ -223,17 +223,17 @@ TRAIN_OPTIONS: list[Any] = [
 
 
 def registry_options() -> list[Any]:
-    """task / model / loss / optimizer / lr_scheduler / callbacks: each value switches on its component's
+    """task / model (or encoder + head) / loss / optimizer / lr_scheduler / callbacks: each value switches on its component's
     options."""
     from xdpx.losses import losses
-    from xdpx.models import models
+    from xdpx.models.choice import MODEL_OPTIONS
     from xdpx.optim import lr_schedulers, optimizers
     from xdpx.tasks import tasks
     from xdpx.train.callbacks import callbacks
 
     return [
         Option("task", str, default="default", registry=tasks, doc="See xdpx/tasks/"),
-        Option("model", str, registry=models, doc="See xdpx/models/"),
+        *MODEL_OPTIONS,
         Option("loss", str, registry=losses, doc="See xdpx/losses/"),
         Option("optimizer", str, default="adam", registry=optimizers, doc="See xdpx/optim/"),
         Option("lr_scheduler", str, default="constant", registry=lr_schedulers, doc="See xdpx/optim/"),

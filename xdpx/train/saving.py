@@ -17,7 +17,7 @@ from xdpx import io
 from xdpx.errors import UserError
 from xdpx.logger import log as summaries
 from xdpx.losses.base import loss_state, restore_loss_state
-from xdpx.models.checkpoints import checkpoint_name, full_state_name, save_torch, write_index
+from xdpx.models.checkpoints import checkpoint_name, full_state_name, save_torch, upgraded, write_index
 from xdpx.train.checks import STATE_FILE
 from xdpx.train.ema import saved_weights
 from xdpx.train.fsdp import full_model_state, full_optimizer_state, is_sharded, load_full_state
@@ -81,6 +81,8 @@ def save_state(trainer: Trainer) -> None:
 def restore(trainer: Trainer, state: dict[str, Any]) -> None:
     """Continue ``trainer`` from ``state`` (a state.pt it checks first) and rewrite the run's files."""
     t = trainer
+    if isinstance(state, dict) and isinstance(state.get("model"), dict):  # a run of an earlier release
+        state["model"] = upgraded(t.module, state["model"])
     check_resumable(state, t.module, t.optimizer, io.join(t.save_dir, STATE_FILE))
     if is_sharded(t.module):  # each process keeps its shard of the full state
         load_full_state(t.module, t.optimizer, state["model"], state["optimizer"])

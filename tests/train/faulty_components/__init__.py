@@ -15,23 +15,28 @@ import torch
 
 from xdpx.config.options import Option
 from xdpx.models import models
-from xdpx.models.cnn import TextCNN
+from xdpx.models.composed import EncoderHeadModel, compose
 
 
 @models.register("faulty_cnn")
-class FaultyCNN(TextCNN):
-    """TextCNN that fails on purpose."""
+class FaultyCNN(EncoderHeadModel):
+    """cls_cnn (the cnn encoder and the classification head) that fails on purpose."""
 
     options = [
-        *TextCNN.options,
+        *models.get("cls_cnn").options,
         Option("oom_above_batch", int, default=None, doc="raise torch.OutOfMemoryError for larger batches"),
         Option("oom_rank", int, default=None, doc="only this process (RANK) runs out of memory; null: every one"),
         Option("nan_after_calls", int, default=None, doc="training forward calls before the output is NaN"),
         Option("logit_gain", float, default=1.0, doc="multiplies the logits (1e6 overflows fp16)"),
     ]
 
-    def __init__(self, args: Any) -> None:
-        super().__init__(args)
+    @classmethod
+    def build(cls, args: Any) -> FaultyCNN:
+        return compose(args, "cnn", "classification", {"pooling": "max"}, model_class=cls)
+
+    def __init__(self, encoder: Any, head: Any, legacy_keys: Any = None) -> None:
+        super().__init__(encoder, head, legacy_keys)
+        args = encoder.args
         self.oom_above_batch, self.nan_after_calls = args.oom_above_batch, args.nan_after_calls
         self.oom_here = args.oom_rank is None or args.oom_rank == int(os.environ.get("RANK", "0"))
         self.logit_gain = args.logit_gain
@@ -44,7 +49,7 @@ class FaultyCNN(TextCNN):
             raise torch.OutOfMemoryError(f"injected: batch of {tokens.size(0)} > {self.oom_above_batch}")
         if self.signal_plan is not None:
             self.send_planned_signal()
-        out = super().forward(tokens, **kw) * self.logit_gain
+        out = super().forward(tokens=tokens, **kw) * self.logit_gain
         if self.training:
             self.calls += 1
             if self.nan_after_calls is not None and self.calls > self.nan_after_calls:

@@ -13,13 +13,21 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from xdpx.config.options import Option
 from xdpx.logger import log
 from xdpx.models import models
-from xdpx.models.cnn import TextCNN
-from xdpx.models.modules.pooling import masked_max
+from xdpx.models.composed import EncoderHeadModel, compose
+
+
+class CNNModel(EncoderHeadModel):
+    """cls_cnn (the cnn encoder and the classification head) built as a subclass, to plant faults in."""
+
+    options = list(models.get("cls_cnn").options)
+
+    @classmethod
+    def build(cls, args: Any) -> CNNModel:
+        return compose(args, "cnn", "classification", {"pooling": "max"}, model_class=cls)
 
 
 class Poison(nn.Module):
@@ -54,26 +62,27 @@ class NormGuard(nn.Module):
 
 
 @models.register("planted_nan")
-class PlantedNaN(TextCNN):
-    """TextCNN with a planted NaN source between the pooled features and the output layer."""
+class PlantedNaN(CNNModel):
+    """cls_cnn with a planted NaN source between the pooled features and the output layer."""
 
     options = [
-        *TextCNN.options,
+        *CNNModel.options,
         Option("nan_after_calls", int, default=0, doc="training forward calls before the fault"),
         Option("nan_in", str, default="forward", choices=("forward", "backward"), doc="where NaN appears"),
     ]
 
-    def __init__(self, args: Any) -> None:
-        super().__init__(args)
+    def __init__(self, encoder: Any, head: Any, legacy_keys: Any = None) -> None:
+        super().__init__(encoder, head, legacy_keys)
+        args = encoder.args
         self.fault_name = "poison" if args.nan_in == "forward" else "norm_guard"
         fault = Poison if args.nan_in == "forward" else NormGuard
         self.add_module(self.fault_name, fault(args.nan_after_calls))
 
-    def forward(self, tokens: torch.Tensor, **_: Any) -> torch.Tensor:
-        mask = tokens.ne(self.pad_index)
-        x = self.embedding(tokens).masked_fill(~mask.unsqueeze(-1), 0.0).transpose(1, 2)
-        features = torch.cat([masked_max(F.relu(conv(x)).transpose(1, 2), mask) for conv in self.convs], -1)
-        return self.output(self.out(getattr(self, self.fault_name)(features)))
+    def forward(self, perturb: Any = None, **net_input: Any) -> torch.Tensor:
+        encoder, head = self.text_encoder, self.task_head
+        text = encoder.text(net_input)
+        features = encoder.pool(encoder.encode(text), text)
+        return head.classify(getattr(self, self.fault_name)(features))
 
 
 def hit_rate(values: list[Any]) -> dict[str, float]:
@@ -83,26 +92,26 @@ def hit_rate(values: list[Any]) -> dict[str, float]:
 
 
 @models.register("summary_cnn")
-class SummaryCNN(TextCNN):
-    """TextCNN that reports summaries through xdpx.logger.log."""
+class SummaryCNN(CNNModel):
+    """cls_cnn that reports summaries through xdpx.logger.log."""
 
-    options = [*TextCNN.options,
+    options = [*CNNModel.options,
                Option("late_after_calls", int, default=6, doc="training calls before 'late_norm' is added")]
 
-    def __init__(self, args: Any) -> None:
-        super().__init__(args)
-        self.late_after = args.late_after_calls
+    def __init__(self, encoder: Any, head: Any, legacy_keys: Any = None) -> None:
+        super().__init__(encoder, head, legacy_keys)
+        self.late_after = encoder.args.late_after_calls
         # a buffer, so the count is in the saved state and a resumed run adds 'late_norm' at the same update
         self.register_buffer("calls", torch.zeros((), dtype=torch.long))
 
     def forward(self, tokens: torch.Tensor, **kw: Any) -> torch.Tensor:
-        logits = super().forward(tokens, **kw)
+        logits = super().forward(tokens=tokens, **kw)
         if self.training:
             self.calls += 1
             log.add_summary("logit_abs_mean", logits.detach().abs().mean())
-            log.add_summary("batch_tokens", float(tokens.ne(self.pad_index).sum()))
+            log.add_summary("batch_tokens", float(tokens.ne(self.text_encoder.pad_index).sum()))
             if int(self.calls) > self.late_after:
-                log.add_summary("late_norm", self.out.weight.detach().norm())
+                log.add_summary("late_norm", self.classifier.weight.detach().norm())
         else:
             margin = (logits[:, 1] - logits[:, 0]).detach().cpu() > 0
             log.add_accumulative_summary("margin", (margin,), reduce_fn=hit_rate)
