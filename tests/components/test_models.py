@@ -87,7 +87,7 @@ def write_embeddings(path, rows: int, dim: int, header: bool = False) -> torch.T
 def test_pretrained_embeddings_are_loaded_in_vocab_order_with_a_zero_pad_row(tmp_path, header):
     vectors = write_embeddings(tmp_path / "emb.txt", 50, 16, header)
     net = build("cls_cnn", embedding_file=str(tmp_path / "emb.txt"), pad_index=1)
-    weight = net.embedding.embedding.weight
+    weight = net.encoder.embedding.embedding.weight
     torch.testing.assert_close(weight[2:], vectors[2:])
     torch.testing.assert_close(weight[0], vectors[0])
     assert weight[1].abs().sum() == 0
@@ -98,7 +98,7 @@ def test_embeddings_npy_written_by_prepro_is_loaded(tmp_path):
     matrix = np.random.default_rng(0).normal(size=(50, 16)).astype(np.float32)
     np.save(tmp_path / "embeddings.npy", matrix)
     net = build("cls_lstm", embedding_file=str(tmp_path / "embeddings.npy"))
-    torch.testing.assert_close(net.embedding.embedding.weight[1:], torch.from_numpy(matrix[1:]))
+    torch.testing.assert_close(net.encoder.embedding.embedding.weight[1:], torch.from_numpy(matrix[1:]))
 
 
 def test_fixed_embeddings_get_no_gradient_and_no_optimizer_slot(tmp_path):
@@ -108,10 +108,10 @@ def test_fixed_embeddings_get_no_gradient_and_no_optimizer_slot(tmp_path):
     args = make_args(model="cls_cnn", **SMALL["cls_cnn"], embedding_file=str(tmp_path / "emb.txt"),
                      fix_embeddings=True)
     net = models.get("cls_cnn").build(args)
-    assert not net.embedding.embedding.weight.requires_grad
+    assert not net.encoder.embedding.embedding.weight.requires_grad
     optimizer = optimizers.get("adam").build(args, net)
     in_optimizer = {id(p) for g in optimizer.param_groups for p in g["params"]}
-    assert id(net.embedding.embedding.weight) not in in_optimizer
+    assert id(net.encoder.embedding.embedding.weight) not in in_optimizer
 
 
 def test_embedding_file_that_does_not_match_the_vocab_is_an_error(tmp_path):

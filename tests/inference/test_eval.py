@@ -142,17 +142,17 @@ def test_weights_that_do_not_fit_are_reported(cnn_run: Path, tmp_path: Path, cap
     from xdpx.models.checkpoints import load_weights, save_torch
 
     weights = load_weights(f"{cnn_run}/<best>")
-    weights.pop("out.bias")
-    weights["extra.weight"] = weights["out.weight"]
+    weights.pop("classifier.bias")
+    weights["extra.weight"] = weights["classifier.weight"]
     save_torch(weights, str(tmp_path / "odd.pt"))
     assert x_eval(tmp_path, save_dir=str(cnn_run), valid_subset="dev", checkpoint=str(tmp_path / "odd.pt")) == 1
     err = capsys.readouterr().err
-    assert "missing keys ['out.bias']" in err and "unexpected keys ['extra.weight']" in err
+    assert "missing keys ['classifier.bias']" in err and "unexpected keys ['extra.weight']" in err
     # pretrained weights for a config are loaded with the report, not refused
     assert x_eval(tmp_path, config=str(cnn_run.parent / "train.hjson"), valid_subset="dev",
                   checkpoint=str(tmp_path / "odd.pt")) == 0
     out = capsys.readouterr().out
-    assert "missing keys (left as initialised): ['out.bias']" in out and "unexpected keys (not used): ['extra.weight']" in out
+    assert "missing keys (left as initialised): ['classifier.bias']" in out and "unexpected keys (not used): ['extra.weight']" in out
 
 
 def test_bad_raw_lines_name_file_and_line(cnn_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,8 @@ Run it with that release's code, from the repository root:
     git worktree add /tmp/release ae43b9c
     PYTHONPATH=/tmp/release python tests/legacy/make_legacy_runs.py
 
-Every path in the configs is relative to the output folder (the script runs there), so args.py holds
+Every run pauses at update 6 of 8 (train_steps), so that resuming it has updates left to make. Every path in
+the configs is relative to the output folder (the script runs there), so args.py holds
 ``data/...`` and ``runs/...`` and the folder can be copied anywhere. Sizes are tiny (hidden 8-16, a vocabulary
 of the sample's 120 most frequent characters for the BERT runs) to keep the committed files small.
 """
@@ -28,7 +29,7 @@ SAMPLES = REPO / "examples/data/sample"
 NER_SAMPLE = REPO / "examples/ner/data"
 RETRIEVAL_SAMPLE = REPO / "examples/retrieval/data"
 
-COMMON = {"batch_size": 16, "learning_rate": 1e-3, "max_update": 6, "eval_interval": 6, "log_interval": 3,
+COMMON = {"batch_size": 16, "learning_rate": 1e-3, "max_update": 8, "train_steps": 6, "eval_interval": 6, "log_interval": 3,
           "save_best_only": True, "save_last_only": True, "viz": False, "valid_subset": "dev"}
 TINY_BERT = {"pretrained_model": None, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
              "intermediate_size": 16, "max_position_embeddings": 64}
@@ -165,8 +166,8 @@ def main() -> None:
     for name, (data, config) in RUNS.items():
         train(name, data, config)
     hf_runs()
-    # the runs need neither the pretrained folder (args.py holds hf_config) nor code snapshots and plots
-    for leftover in [Path("models"), *Path("runs").rglob("snapshot.zip"), *Path("runs").rglob("plots")]:
+    # the runs need no code snapshots and plots (the tiny RoBERTa folder stays: data_dir/meta.hjson names it)
+    for leftover in [*Path("runs").rglob("snapshot.zip"), *Path("runs").rglob("plots")]:
         shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
 
 

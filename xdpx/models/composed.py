@@ -41,7 +41,12 @@ class EncoderHeadModel(Perturbable, nn.Module):
     def forward(self, *args: Any, perturb: Any = None, **net_input: Any) -> Any:
         if args:  # positional inputs (TorchScript / ONNX wrappers): the processor's field order
             raise TypeError("pass the inputs by name (the processor's net_input fields)")
-        return self.task_head.forward(net_input, perturb)
+        return self.task_head.forward(net_input, perturb, self.reads_first_token_only())
+
+    def reads_first_token_only(self) -> bool:
+        """Whether the head reads the last layer at the first token only, so that the encoder's last layer
+        can skip the other tokens (our BERT: :meth:`xdpx.models.bert_layers.BertEncoder.forward`)."""
+        return self.task_head.reads_first_token_only()
 
     def load_pretrained(self, path: str, log: Any = print) -> None:
         """``pretrained_model``: the encoder family's own loader, else any checkpoint by key (not strict)."""
@@ -60,6 +65,9 @@ class EncoderHeadModel(Perturbable, nn.Module):
     def hf_config(self) -> dict[str, Any]:
         """config.json of the equivalent transformers model (architectures, sizes, labels)."""
         config = self.text_encoder.hf_config()
+        prefix, task = self.text_encoder.hf_class_prefix, self.task_head.hf_task
+        if prefix and task:  # our BERT: BertForSequenceClassification, BertForTokenClassification, ...
+            config["architectures"] = [f"{prefix}{task}"]
         update = getattr(self.task_head, "hf_config", None)
         return update(config) if update is not None else config
 

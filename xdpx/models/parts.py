@@ -74,6 +74,7 @@ class Encoder(Part):
     poolings: tuple[str, ...] = ("cls", "mean", "max")
     layered = False  # transformer layers: LoRA, freeze_layers, layer_lr_decay, hidden states, checkpointing
     has_mlm_head = False  # the family ships a masked-LM head (heads mlm / pretrain)
+    hf_class_prefix: str | None = None  # our BERT: "Bert" (+ the head's hf_task: transformers' class name)
     width: int = 0  # the states' feature size
     pad_index: int = 0
 
@@ -156,7 +157,7 @@ class Head(Part):
 
     needs = "sentence"
     pooling_default: str | None = None  # the pooling this head prefers where the encoder offers it
-    hf_task: str | None = None  # transformers' AutoModelFor* suffix (export_hf), None if there is none
+    hf_task: str | None = None  # transformers' *For<task> suffix (export_hf, config.json's architectures)
 
     def __init__(self, args: Any, encoder: Encoder) -> None:
         super().__init__(args)
@@ -168,14 +169,18 @@ class Head(Part):
         config, before any work."""
         return None
 
-    def forward(self, net_input: dict[str, Any], perturb: Any = None) -> Any:
-        """The head's outputs for one batch: encode (perturbing the embeddings when FreeLB asks), read."""
+    def reads_first_token_only(self) -> bool:
+        """Whether the outputs depend on the first token's last state alone (the encoder may skip the rest)."""
+        return self.needs == "sentence" and self.encoder.reads_first_token_only()
+
+    def forward(self, net_input: dict[str, Any], perturb: Any = None, first_token_only: bool = False) -> Any:
+        """The head's outputs for one batch: encode (perturbing the embeddings when FreeLB asks), read.
+        ``first_token_only``: the model's :meth:`reads_first_token_only`, passed down."""
         text = self.encoder.text(net_input)
         embeddings = self.encoder.embed(text)
         if perturb is not None:
             embeddings = perturb(embeddings, text.mask)
-        first = self.needs == "sentence" and self.encoder.reads_first_token_only()
-        return self.read(self.encoder.contextualize(embeddings, text, first), text, net_input)
+        return self.read(self.encoder.contextualize(embeddings, text, first_token_only), text, net_input)
 
     def read(self, states: torch.Tensor, text: Text, net_input: dict[str, Any]) -> Any:
         raise NotImplementedError

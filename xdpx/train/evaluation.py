@@ -65,8 +65,15 @@ def score_split(trainer: Trainer, data: Any, batch_size: int) -> dict[str, float
     # a sharded model (fsdp) gathers its weights in each forward, so every process must run the same
     # batches: each scores the whole split (the same numbers on each) instead of its share
     context = None if is_sharded(t.module) else t.context
-    metrics = score_data(t.task, t.module, t.processor, data, batch_size, t.autocast, t._to_device,
-                         t.args.max_eval_steps, context=context)
+    # per-sample randomness of evaluation (MLM masks) is drawn as x-eval draws it, at epoch 0, so every
+    # evaluation of a run scores the same masks and x-eval of a checkpoint gives its valid.log.tsv row
+    epoch = t.processor.epoch
+    t.processor.set_epoch(0)
+    try:
+        metrics = score_data(t.task, t.module, t.processor, data, batch_size, t.autocast, t._to_device,
+                             t.args.max_eval_steps, context=context)
+    finally:
+        t.processor.set_epoch(epoch)
     t.module.train()
     return metrics
 

@@ -34,6 +34,7 @@ class BertEncoder(Encoder):
     poolings = POOLINGS
     layered = True
     has_mlm_head = True
+    hf_class_prefix = "Bert"
 
     def __init__(self, args: Any) -> None:
         super().__init__(args)

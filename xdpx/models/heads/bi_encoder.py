@@ -38,24 +38,27 @@ class BiEncoderHead(Head):
     needs = "texts"
     pooling_default = "mean"
 
+    def reads_first_token_only(self) -> bool:
+        return self.encoder.reads_first_token_only()
+
     def __init__(self, args: Any, encoder: Encoder) -> None:
         super().__init__(args, encoder)
         size = args.get("projection_size")
         self.projection = self.add("projection", nn.Linear(encoder.width, int(size))) if size else None
 
-    def embed(self, text: Text) -> torch.Tensor:
+    def embed(self, text: Text, first_token_only: bool = False) -> torch.Tensor:
         """``[N, D]`` sentence vectors of a batch of texts (before normalisation)."""
-        vectors = self.encoder.pool(self.encoder.encode(text, self.encoder.reads_first_token_only()), text)
+        vectors = self.encoder.pool(self.encoder.encode(text, first_token_only), text)
         return self.projection(vectors) if self.projection is not None else vectors
 
-    def forward(self, net_input: dict[str, Any], perturb: Any = None) -> torch.Tensor:
+    def forward(self, net_input: dict[str, Any], perturb: Any = None, first_token_only: bool = False) -> torch.Tensor:
         given = [net_input[name] for name in TEXT_FIELDS if net_input.get(name) is not None]
         if not given:
             raise ValueError("a bi-encoder needs tokens1 (and tokens2 / tokens3 for pairs and triplets)")
         width = max(t.size(1) for t in given)
         pad = self.encoder.pad_index
         ids = torch.cat([F.pad(t, (0, width - t.size(1)), value=pad) for t in given])
-        vectors = self.embed(Text(ids, ids.ne(pad).long()))
+        vectors = self.embed(Text(ids, ids.ne(pad).long()), first_token_only)
         if self.args.normalize:
             vectors = F.normalize(vectors.float(), dim=-1).to(vectors.dtype)
         return vectors.view(len(given), given[0].size(0), -1).transpose(0, 1)

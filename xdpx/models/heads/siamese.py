@@ -49,6 +49,10 @@ class SiameseHead(Head):
     options = [CLASSIFIER_DROPOUT]
     pooling_default = "mean"
     needs = "texts"
+    hf_task = "Siamese"  # not a transformers class: export_hf has none for it
+
+    def reads_first_token_only(self) -> bool:
+        return self.encoder.reads_first_token_only()
 
     def __init__(self, args: Any, encoder: Encoder) -> None:
         super().__init__(args, encoder)
@@ -66,12 +70,12 @@ class SiameseHead(Head):
                                  net_input.get("attention_mask"))
         return Text(ids, mask, torch.zeros_like(ids))
 
-    def forward(self, net_input: dict[str, Any], perturb: Any = None) -> torch.Tensor:
+    def forward(self, net_input: dict[str, Any], perturb: Any = None, first_token_only: bool = False) -> torch.Tensor:
         text = self.towers(net_input)
         embeddings = self.encoder.embed(text)
         if perturb is not None:
             embeddings = perturb(embeddings, text.mask)
-        states = self.encoder.contextualize(embeddings, text, self.encoder.reads_first_token_only())
+        states = self.encoder.contextualize(embeddings, text, first_token_only)
         u, v = self.encoder.pool(states, text).chunk(2)
         logits = self.classifier(self.drop(torch.cat((u, v, (u - v).abs(), u * v), dim=-1)))
         return logits.squeeze(-1) if self.num_outputs == 1 else logits

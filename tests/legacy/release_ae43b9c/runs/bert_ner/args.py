@@ -1,5 +1,5 @@
 # code version: xdpx ae43b9ca2ecdc91588d690b5878d6dd0ab30d584 in /work/legacy
-# code version: working directory ae43b9ca2ecdc91588d690b5878d6dd0ab30d584 (dirty) in /work/main
+# code version: working directory 8533cbb406428093c4d36158a4b6ca0c34642f7e (dirty) in /work/main
 {
     'train': {
         'user_dir': None,
@@ -13,8 +13,8 @@
         'lazy_load': False,
         'seed': 1,
         'max_epoch': None,
-        'max_update': 6,  # *
-        'train_steps': None,
+        'max_update': 8,  # *
+        'train_steps': 6,  # *
         'batch_size': 16,  # *
         'update_freq': 1,
         'auto_ga': False,
