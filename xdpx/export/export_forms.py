@@ -2,73 +2,40 @@
 capture. The parity check proves each form computes what the original model computes.
 
 The LSTM encoder packs its padded batch (pack_padded_sequence) so that each text's backward LSTM starts at its
-own last token; torch.export cannot capture packed sequences. The form below gets the same result on
-the padded batch: the forward direction runs as is (padding comes after the text, so it never affects
-a real position), and the backward direction runs over each text reversed within its own length.
+own last token; torch.export cannot capture packed sequences: its export form runs the LSTM unpacked
+(xdpx.models.encoders.lstm.padded_lstm, the same result on the padded batch).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
 from torch import nn
 
 from xdpx.models.composed import EncoderHeadModel
-from xdpx.models.encoders.lstm import LSTMEncoder
+from xdpx.models.encoders.lstm import LSTMEncoder, unidirectional_copies
 from xdpx.models.heads.siamese import SiameseHead
 from xdpx.models.parts import Text
 
 
-def unidirectional_copies(lstm: nn.LSTM) -> nn.ModuleList:
-    """One single-layer, one-direction nn.LSTM per (layer, direction) holding that part's weights."""
-    directions = 2 if lstm.bidirectional else 1
-    parts = nn.ModuleList()
-    for layer in range(lstm.num_layers):
-        for direction in range(directions):
-            size = lstm.input_size if layer == 0 else lstm.hidden_size * directions
-            part = nn.LSTM(size, lstm.hidden_size, batch_first=True, bias=lstm.bias)
-            suffix = f"_l{layer}" + ("_reverse" if direction else "")
-            with torch.no_grad():
-                for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh") if lstm.bias else ("weight_ih", "weight_hh"):
-                    getattr(part, f"{name}_l0").copy_(getattr(lstm, f"{name}{suffix}"))
-            parts.append(part)
-    return parts
-
-
-def padded_lstm(parts: nn.ModuleList, bidirectional: bool, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """What pad_packed_sequence(lstm(pack_padded_sequence(x, lengths))) returns, without packing."""
-    positions = torch.arange(x.size(1), device=x.device).unsqueeze(0)
-    valid = positions < lengths.unsqueeze(1)  # [B, T]
-    # reverse_index[b, t]: the position whose token comes t-th when text b is read backwards
-    reverse_index = torch.where(valid, lengths.unsqueeze(1) - 1 - positions, positions)
-    directions = 2 if bidirectional else 1
-    for layer in range(len(parts) // directions):
-        outputs = [parts[layer * directions](x)[0]]
-        if bidirectional:
-            index = reverse_index.unsqueeze(-1).expand(-1, -1, x.size(-1))
-            backwards = parts[layer * directions + 1](x.gather(1, index))[0]
-            outputs.append(backwards.gather(1, reverse_index.unsqueeze(-1).expand(-1, -1, backwards.size(-1))))
-        x = torch.cat(outputs, dim=-1).masked_fill(~valid.unsqueeze(-1), 0.0)
-    return x
-
-
 class UnpackedLSTM(nn.Module):
-    """A model on the LSTM encoder (cls_lstm, lstm_ner, any head that reads states) with the packed LSTM
-    replaced by :func:`padded_lstm` (eval mode only)."""
+    """A model on the LSTM encoder (cls_lstm, lstm_ner, any head) whose LSTM runs as
+    :func:`xdpx.models.encoders.lstm.padded_lstm` over one-direction copies of its weights (eval mode only)."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
-        self.bidirectional = model.text_encoder.net.lstm.bidirectional
         self.parts = unidirectional_copies(model.text_encoder.net.lstm)
+        # copies of the parts (the same modules) whose encoder runs unpacked: the model itself is unchanged
+        encoder = copy.copy(model.text_encoder)
+        encoder.unpacked = self.parts
+        self.head = copy.copy(model.task_head)
+        self.head.encoder = encoder
 
-    def forward(self, **net_input: Any) -> torch.Tensor:
-        encoder = self.model.text_encoder
-        text = encoder.text(net_input)
-        lengths = text.mask.sum(dim=1).clamp(min=1)  # as the encoder does: an empty text gets one step
-        states = padded_lstm(self.parts, self.bidirectional, encoder.net.dropout(encoder.embed(text)), lengths)
-        return self.model.task_head.read(states, text, net_input)
+    def forward(self, **net_input: Any) -> Any:
+        return self.head.forward(net_input, None, self.model.reads_first_token_only())
 
 
 class FullWidthSiamese(nn.Module):
@@ -107,7 +74,7 @@ def export_form(model: nn.Module) -> nn.Module:
     """The module to trace or hand to torch.export for ``model`` (itself when it needs no rewrite)."""
     if model.training or not isinstance(model, EncoderHeadModel):
         return model
-    if isinstance(model.text_encoder, LSTMEncoder) and model.task_head.needs != "texts":
+    if isinstance(model.text_encoder, LSTMEncoder):
         return UnpackedLSTM(model).eval()
     if isinstance(model.task_head, SiameseHead):
         return FullWidthSiamese(model).eval()

@@ -17,6 +17,7 @@ from xdpx.errors import UserError
 from xdpx.export.export_forms import export_form
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
 from xdpx.export.wrapping import PositionalModel, positional
+from xdpx.models.choice import model_label
 from xdpx.utils.optional import require
 
 MODEL_FILE = "model.onnx"
@@ -86,7 +87,7 @@ def export_onnx(run: Any, out_dir: str, samples: list[dict[str, Any]],
         except Exception as e:  # the exporter's errors are long; say what failed and what still works
 
             summary = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise UserError(f"export_onnx: the ONNX exporter cannot capture model {run.args.model!r} ({summary}); "
+            raise UserError(f"export_onnx: the ONNX exporter cannot capture model {model_label(run.args)} ({summary}); "
                             "export_torchscript may still work, and the traceback above says where") from e
         proto = onnx.load(local)
         name_dynamic_axes(proto, input_names)

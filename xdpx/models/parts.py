@@ -236,6 +236,12 @@ def last_real(mask: torch.Tensor) -> torch.Tensor:
     return (positions * mask.bool()).amax(dim=1)
 
 
+def exporting() -> bool:
+    """Whether the forward runs under TorchScript tracing or torch.export: shapes computed from the data
+    would be frozen into the exported graph there (xdpx/models/bert_layers.py attention_bias does the same)."""
+    return torch.jit.is_tracing() or torch.compiler.is_exporting()
+
+
 def options_view(args: Any, values: dict[str, Any]) -> Any:
     """``args`` with ``values`` put over it (what an alias fixes, the defaults of a part's options)."""
     return _View(args, values)

@@ -18,7 +18,7 @@ from torch.nn import functional as F
 from xdpx.config.options import Option
 from xdpx.config.ranges import at_least
 from xdpx.models.heads import heads
-from xdpx.models.parts import Encoder, Head, Text
+from xdpx.models.parts import Encoder, Head, Text, exporting
 
 TEXT_FIELDS = ("tokens1", "tokens2", "tokens3")
 NORMALIZE = Option("normalize", bool, default=True,
@@ -55,10 +55,13 @@ class BiEncoderHead(Head):
         given = [net_input[name] for name in TEXT_FIELDS if net_input.get(name) is not None]
         if not given:
             raise ValueError("a bi-encoder needs tokens1 (and tokens2 / tokens3 for pairs and triplets)")
-        width = max(t.size(1) for t in given)
         pad = self.encoder.pad_index
-        ids = torch.cat([F.pad(t, (0, width - t.size(1)), value=pad) for t in given])
-        vectors = self.embed(Text(ids, ids.ne(pad).long()), first_token_only)
+        if len(given) == 1 or exporting():  # each field on its own: no width computed from the data
+            vectors = torch.cat([self.embed(Text(t, t.ne(pad).long()), first_token_only) for t in given])
+        else:
+            width = max(t.size(1) for t in given)
+            ids = torch.cat([F.pad(t, (0, width - t.size(1)), value=pad) for t in given])
+            vectors = self.embed(Text(ids, ids.ne(pad).long()), first_token_only)
         if self.args.normalize:
             vectors = F.normalize(vectors.float(), dim=-1).to(vectors.dtype)
         return vectors.view(len(given), given[0].size(0), -1).transpose(0, 1)

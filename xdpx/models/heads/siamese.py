@@ -15,7 +15,7 @@ from torch.nn import functional as F
 from xdpx.models.heads import heads
 from xdpx.models.heads.classification import CLASSIFIER_DROPOUT, head_dropout
 from xdpx.models.modules.base import num_outputs
-from xdpx.models.parts import Encoder, Head, Text
+from xdpx.models.parts import Encoder, Head, Text, exporting
 
 
 def split_towers(input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
@@ -60,8 +60,16 @@ class SiameseHead(Head):
         self.drop = self.add("dropout", head_dropout(args, encoder))
         self.classifier = self.add("classifier", nn.Linear(4 * encoder.width, self.num_outputs))
 
+    def pooled(self, text: Text, perturb: Any, first_token_only: bool) -> torch.Tensor:
+        embeddings = self.encoder.embed(text)
+        if perturb is not None:
+            embeddings = perturb(embeddings, text.mask)
+        return self.encoder.pool(self.encoder.contextualize(embeddings, text, first_token_only), text)
+
     def towers(self, net_input: dict[str, Any]) -> Text:
         if "tokens1" in net_input:
+            # one batch of 2B rows, padded to the longer field (tracing would freeze that width: exports run
+            # each tower on its own, forward below)
             width = max(net_input["tokens1"].size(1), net_input["tokens2"].size(1))
             ids = torch.cat([F.pad(net_input[f], (0, width - net_input[f].size(1)), value=self.encoder.pad_index)
                              for f in ("tokens1", "tokens2")])
@@ -71,11 +79,10 @@ class SiameseHead(Head):
         return Text(ids, mask, torch.zeros_like(ids))
 
     def forward(self, net_input: dict[str, Any], perturb: Any = None, first_token_only: bool = False) -> torch.Tensor:
-        text = self.towers(net_input)
-        embeddings = self.encoder.embed(text)
-        if perturb is not None:
-            embeddings = perturb(embeddings, text.mask)
-        states = self.encoder.contextualize(embeddings, text, first_token_only)
-        u, v = self.encoder.pool(states, text).chunk(2)
+        if "tokens1" in net_input and exporting():
+            u, v = (self.pooled(self.encoder.text(net_input, field), None, first_token_only)
+                    for field in ("tokens1", "tokens2"))
+        else:
+            u, v = self.pooled(self.towers(net_input), perturb, first_token_only).chunk(2)
         logits = self.classifier(self.drop(torch.cat((u, v, (u - v).abs(), u * v), dim=-1)))
         return logits.squeeze(-1) if self.num_outputs == 1 else logits
