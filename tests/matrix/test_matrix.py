@@ -162,5 +162,5 @@ def test_a_head_refused_on_an_encoder_is_a_config_error_before_any_work(encoder,
     path.write_text(json.dumps(config_of(encoder, head, data, tmp_path / "run", matrix_root)))
     assert run_chain(["x-train", str(path), "--dry"]) == 2
     reason = heads.get(head).refuses(encoders.get(encoder), None)
-    assert reason in capsys.readouterr().err
+    assert f"head {head} on encoder {encoder}: {reason}" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()

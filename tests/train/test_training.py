@@ -47,7 +47,7 @@ def test_same_config_twice_gives_identical_weights(reviews, tmp_path):
 def test_other_seed_gives_other_weights(reviews, tmp_path):
     for name, seed in (("a", 1), ("b", 2)):
         assert train(write_config(tmp_path / f"{name}.hjson", reviews, tmp_path / name, max_epoch=1, seed=seed)) == 0
-    assert not torch.equal(final_weights(tmp_path / "a")["out.weight"], final_weights(tmp_path / "b")["out.weight"])
+    assert not torch.equal(final_weights(tmp_path / "a")["classifier.weight"], final_weights(tmp_path / "b")["classifier.weight"])
 
 
 def test_accumulation_equals_one_big_batch_including_a_short_last_micro_batch(reviews, tmp_path):
@@ -108,7 +108,7 @@ def test_fp16_loss_scale_under_minimum_stops_and_names_the_parameters(reviews, t
                           model="faulty_cnn", fp16=True, logit_gain=1e8, fp16_init_scale=4, min_loss_scale=0.5)
     assert train(config) == 1
     err = capsys.readouterr().err
-    assert "min_loss_scale" in err and "out.weight" in err
+    assert "min_loss_scale" in err and "classifier.weight" in err
     log = (tmp_path / "run" / "log.txt").read_text()
     assert "loss scale -> 2" in log and "loss scale -> 0.5" in log
 

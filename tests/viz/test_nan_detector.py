@@ -21,7 +21,7 @@ def test_a_planted_forward_nan_is_located_by_module_name(reviews, tmp_path, caps
     assert "the loss is nan at update 4" in err
     assert "NaN detector: nan first appeared in the forward output of module 'poison' (Poison (its inputs were " \
            "finite))" in err
-    assert re.search(r"first parameter with a non-finite gradient: 'out\.(weight|bias)' \(nan\)", err)
+    assert re.search(r"first parameter with a non-finite gradient: 'classifier\.(weight|bias)' \(nan\)", err)
     assert "NaN detector at update 4: nan first appeared in the forward output of module 'poison'" in \
         (run / "log.txt").read_text()
 

@@ -96,8 +96,8 @@ def test_profile_writes_a_chrome_trace_and_a_module_table(reviews, tmp_path, cap
     assert x_script(["profile", str(config), "--steps", "3", "--out", str(out)]) == 0
     trace = json.loads((out / "trace.json").read_text())
     names = {event.get("name") for event in trace["traceEvents"]}
-    assert {"module:(model)", "module:embedding", "module:convs.0", "module:out"} <= names
+    assert {"module:(model)", "module:encoder.embedding", "module:encoder.convs.0", "module:classifier"} <= names
     rows = {line.split("\t")[0]: line.split("\t") for line in (out / "modules.tsv").read_text().splitlines()[1:]}
-    assert rows["out"][1:3] == ["Linear", "3"] and rows["(model)"][2] == "3"
-    assert float(rows["(model)"][3]) >= float(rows["convs.0"][3]) > 0
-    assert "module:convs.0" not in capsys.readouterr().err
+    assert rows["classifier"][1:3] == ["Linear", "3"] and rows["(model)"][2] == "3"
+    assert float(rows["(model)"][3]) >= float(rows["encoder.convs.0"][3]) > 0
+    assert "module:encoder.convs.0" not in capsys.readouterr().err

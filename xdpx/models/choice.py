@@ -44,13 +44,14 @@ def _refusal(args: Any) -> str | None:
     pair = composition(args)
     if not pair or None in pair:
         return None
-    return heads.get(pair[1]).refuses(encoders.get(pair[0]), args)
+    reason = heads.get(pair[1]).refuses(encoders.get(pair[0]), args)
+    return None if reason is None else f"head {pair[1]} on encoder {pair[0]}: {reason}"
 
 
 MODEL_OPTIONS = [
     Option("model", str, default=None, registry=models,
            doc="a whole model by name: the aliases of an encoder and a head that earlier releases and the original "
-               "manual name (bert_classification = encoder bert + head classification, cls_cnn, bert_ner, ...; "
+               "XDPX name (bert_classification = encoder bert + head classification, cls_cnn, bert_ner, ...; "
                "docs/models.md has the table), or a pair-interaction model (re2, match_cnn). Or leave it out "
                "and give encoder and head"),
     Option("encoder", str, default=None, registry=encoders,

@@ -1,4 +1,5 @@
-"""``x-script options_docs [--check] [DIR]``: write docs/options/<command>.md from the declarations.
+"""``x-script options_docs [--check] [DIR]``: write docs/options/<command>.md from the declarations, and
+the registry tables of docs/models.md (xdpx/scripts/model_table.py).
 
 Each page holds the options a command has by default, then, for every component a registry option can
 select and every value that switches on child options, the options that choice adds. ``--check``
@@ -16,6 +17,7 @@ from xdpx.command import COMMON_OPTIONS, commands, get_command, script
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import walk_options
 from xdpx.io.ownership import Output, check_outputs
+from xdpx.scripts.model_table import MODELS_PAGE, updated_page
 from xdpx.scripts.options import component_summary, hjson_value, option_table
 
 DEFAULT_DIR = os.path.join("docs", "options")
@@ -79,6 +81,22 @@ USAGE = "usage: x-script options_docs [DIR] [--check]   (DIR: docs/options)"
 
 
 @script("options_docs")
+def models_page(check: bool) -> list[str]:
+    """Write (or check) the registry tables of docs/models.md; the stale page, if any."""
+    if not os.path.exists(MODELS_PAGE):
+        return []
+    with open(MODELS_PAGE, encoding="utf-8") as f:
+        current = f.read()
+    text = updated_page(current)
+    if check:
+        return [MODELS_PAGE] if text != current else []
+    if text != current:
+        with open(MODELS_PAGE, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote the tables of {MODELS_PAGE}")
+    return []
+
+
 def main(argv: list[str]) -> int:
     """Write (or with --check, verify) docs/options/<command>.md for every built-in command."""
     check = "--check" in argv
@@ -103,6 +121,7 @@ def main(argv: list[str]) -> int:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
             print(f"wrote {path}")
+    stale += models_page(check)
     if stale:
         print(f"stale option docs: {', '.join(stale)}; run `x-script options_docs` to regenerate them",
               file=sys.stderr)

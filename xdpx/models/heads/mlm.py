@@ -44,8 +44,7 @@ class MLMHead(Head):
     @classmethod
     def refuses(cls, encoder: type[Encoder], args: Any) -> str | None:
         if not encoder.has_mlm_head:
-            return (f"head {cls.registered_name}: the {encoder.registered_name} encoder has no masked-LM head "
-                    "here; MLM pretraining runs on encoder: bert")
+            return "MLM pretraining needs an encoder with a masked-LM head of its kind: encoder: bert"
         return None
 
     def __init__(self, args: Any, encoder: Encoder) -> None:
