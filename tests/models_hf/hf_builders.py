@@ -49,8 +49,8 @@ def sample_texts() -> list[str]:
     return texts
 
 
-def train_tokenizer(kind: str, vocab_size: int = 600) -> Any:
-    """A fast tokenizer (transformers.PreTrainedTokenizerFast) of ``kind`` trained on the samples."""
+def train_tokenizer(kind: str, vocab_size: int = 600, texts: list[str] | None = None) -> Any:
+    """A fast tokenizer (transformers.PreTrainedTokenizerFast) of ``kind`` trained on the samples (or ``texts``)."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -74,7 +74,7 @@ def train_tokenizer(kind: str, vocab_size: int = 600) -> Any:
         tok.pre_tokenizer = pre_tokenizers.Metaspace()
         tok.decoder = decoders.Metaspace()
         trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token=s["unk"])
-    tok.train_from_iterator(sample_texts(), trainer)
+    tok.train_from_iterator(texts or sample_texts(), trainer)
     cls, sep = (s["cls"], tok.token_to_id(s["cls"])), (s["sep"], tok.token_to_id(s["sep"]))
     if kind in ("bpe_roberta", "unigram_xlmr"):  # <s> A </s></s> B </s>, no token types
         tok.post_processor = processors.TemplateProcessing(
@@ -108,5 +108,46 @@ def build_model_folder(architecture: str, folder: Path, tokenizer: Any | None = 
     model = AutoModel.from_config(config)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+# decoder-only architectures (encoder: hf, pooling last) -> config overrides; their tokenizer is a byte-level
+# BPE without [CLS]/[SEP]: Qwen2's adds nothing around a text, Llama's a beginning-of-text token
+DECODERS: dict[str, dict[str, Any]] = {
+    "qwen2": {"num_key_value_heads": 1, "tie_word_embeddings": False},
+    "llama": {"num_key_value_heads": 1, "tie_word_embeddings": False},
+}
+
+
+def decoder_tokenizer(architecture: str, texts: list[str] | None = None) -> Any:
+    """A byte-level BPE of the samples with a pad token; Llama's adds <s> before each text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|pad|>", "<unk>", "<s>", "</s>"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts or sample_texts(), trainers.BpeTrainer(
+        vocab_size=600, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if architecture == "llama":
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B:1",
+                                                           special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>", unk_token="<unk>", bos_token="<s>",
+                                   eos_token="</s>")
+
+
+def build_decoder_folder(architecture: str, folder: Path, seed: int = 0) -> Path:
+    """config.json + model.safetensors + tokenizer files of a tiny random decoder-only model."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    tokenizer = decoder_tokenizer(architecture)
+    config = AutoConfig.for_model(architecture, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                  bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                                  **{**SIZE, **DECODERS[architecture]})
+    torch.manual_seed(seed)
+    AutoModel.from_config(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

@@ -8,12 +8,17 @@ from typing import Any
 from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import in_range
 from xdpx.data import processors
+from xdpx.data.hf_tokens import special_token_default
 from xdpx.data.processing import IGNORE_INDEX, Processor
 from xdpx.utils.optional import require
 
 SPECIAL_OPTIONS = [
-    Option("cls_word", str, default="[CLS]", doc="the classification token that starts every sample"),
-    Option("sep_word", str, default="[SEP]", doc="the separator token that ends every text"),
+    Option("cls_word", str, default=special_token_default("cls_token", "[CLS]"),
+           default_doc="[CLS] (with tokenizer: auto, the cls_token of tokenizer_dir's tokenizer_config.json)",
+           doc="the classification token that starts every sample (<s> for RoBERTa and XLM-R)"),
+    Option("sep_word", str, default=special_token_default("sep_token", "[SEP]"),
+           default_doc="[SEP] (with tokenizer: auto, the sep_token of tokenizer_dir's tokenizer_config.json)",
+           doc="the separator token that ends every text (</s> for RoBERTa and XLM-R)"),
 ]
 
 

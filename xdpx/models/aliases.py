@@ -33,7 +33,7 @@ from xdpx.models import models
 from xdpx.models.bert_options import ARCHITECTURE_OPTIONS, HEAD_OPTIONS, PRETRAINED_OPTIONS, SIAMESE_OPTIONS
 from xdpx.models.composed import compose
 from xdpx.models.encoders.cnn import CNNEncoder
-from xdpx.models.encoders.hf import HF_OPTIONS, TRAINED_POOLER, model_type
+from xdpx.models.encoders.hf import HF_OPTIONS, default_pooling
 from xdpx.models.encoders.lstm import LSTMEncoder
 from xdpx.models.heads.bi_encoder import NORMALIZE
 from xdpx.models.heads.classification import CLASSIFIER_DROPOUT
@@ -139,12 +139,12 @@ alias("bert_pretrain", "bert", "pretrain", list(BERT),
 
 
 # ---- the transformers family ------------------------------------------------------------------------
-HF_POOLING = Option("pooling", str, choices=("cls", "mean", "pooler"),
-                    default=lambda a: "pooler" if model_type(a) in TRAINED_POOLER else "cls",
-                    default_doc="pooler for BERT and ALBERT checkpoints (their pooler was pretrained), else cls",
+HF_POOLING = Option("pooling", str, choices=("cls", "mean", "pooler", "last"), default=default_pooling,
+                    default_doc="last for decoder-only models, pooler for BERT and ALBERT checkpoints (their "
+                                "pooler was pretrained), else cls",
                     doc="the text vector: cls (the first token's last hidden state: [CLS] / <s>), mean (the mean "
-                        "of the last layer over real tokens) or pooler (the model's own pooler over the first "
-                        "token; BERT, ALBERT, RoBERTa, XLM-R have one)")
+                        "of the last layer over real tokens), pooler (the model's own pooler over the first "
+                        "token; BERT, ALBERT, RoBERTa, XLM-R have one) or last (the last real token's state)")
 alias("hf_classification", "hf", "classification", [*HF_OPTIONS, HF_POOLING, CLASSIFIER_DROPOUT],
       "A transformers encoder over one text (processor hf_single): class logits or one regression score.")
 alias("hf_pair", "hf", "classification", [*HF_OPTIONS, HF_POOLING, CLASSIFIER_DROPOUT],

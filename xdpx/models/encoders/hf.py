@@ -69,7 +69,7 @@ def default_dropout(config: dict[str, Any]) -> float:
     return 0.1
 
 
-def _default_pooling(args: Any) -> str:
+def default_pooling(args: Any) -> str:
     if is_decoder_only(args):
         return "last"
     return "pooler" if model_type(args) in TRAINED_POOLER else "cls"
@@ -132,7 +132,7 @@ def build_config(hf_config: dict[str, Any], attn_implementation: str) -> Any:
 class HFEncoder(Encoder):
     """A transformers AutoModel (``encoder.`` + its own names)."""
 
-    options = [*HF_OPTIONS, pooling_option(POOLINGS, _default_pooling)]
+    options = [*HF_OPTIONS, pooling_option(POOLINGS, default_pooling)]
     poolings = POOLINGS
     layered = True
 
