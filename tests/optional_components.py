@@ -32,6 +32,7 @@ COMPONENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "mlflow": (("mlflow",), "pip install -e '.[test]' (or 'xdpx[mlflow]')"),
     "peft": (("peft",), "pip install -e '.[test]' (or 'xdpx[lora]')"),
     "faiss": (("faiss",), "pip install -e '.[test]' (or 'xdpx[faiss]')"),
+    "sentence_transformers": (("sentence_transformers",), "pip install -e '.[test]' (or 'xdpx[st]')"),
 }
 _COMPONENT_OF = {module: name for name, (modules, _) in COMPONENTS.items() for module in modules}
 _pytest_importorskip = pytest.importorskip

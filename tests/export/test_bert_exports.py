@@ -83,5 +83,5 @@ def test_export_hf_loads_in_transformers_and_gives_our_outputs(model, architectu
 def test_export_hf_refuses_a_model_transformers_cannot_load(trained, tmp_path, capsys):
     code, out_dir = export("export_hf", tmp_path, trained("cls_cnn"))
     assert code == 1
-    assert "model 'cls_cnn' has no transformers class" in capsys.readouterr().err
+    assert "model cls_cnn has no transformers class" in capsys.readouterr().err
     assert not (out_dir / "model.safetensors").exists()

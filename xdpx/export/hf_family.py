@@ -1,4 +1,7 @@
-"""export_hf for the transformers encoder family (hf_classification, hf_pair): a folder transformers loads.
+"""export_hf for the transformers encoder family (encoder: hf): a folder transformers loads.
+
+- The tagging head (without a CRF) is transformers' *ForTokenClassification (dropout and a Linear over every
+  token): the folder is that class (``AutoModelForTokenClassification``).
 
 - BERT and ALBERT with ``pooling: pooler`` are exactly transformers' *ForSequenceClassification (dropout
   and a Linear over the pooler): the folder is that class, written by its own ``save_pretrained``, and
@@ -19,8 +22,10 @@ import tempfile
 from typing import Any
 
 from xdpx import io
+from xdpx.errors import UserError
 from xdpx.export.companions import labels_of
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
+from xdpx.models.choice import head_name, model_label
 from xdpx.utils.optional import require
 
 HEAD_WEIGHTS, HEAD_CONFIG = "head.safetensors", "head.json"
@@ -35,6 +40,15 @@ def is_hf_family(model: Any) -> bool:
 
 def architecture_of(run: Any) -> str:
     model = run.model
+    if head_name(run.args) not in ("classification", "tagging"):
+        raise UserError(f"export_hf: {model_label(run.args)} has no transformers class (the transformers encoders "
+                        "export with the classification and tagging heads, and as bi-encoders); use "
+                        "export_torchscript or export_onnx for it")
+    if head_name(run.args) == "tagging":
+        if model.text_encoder.args.get("crf"):
+            raise UserError(f"export_hf: {model_label(run.args)} has a CRF, which transformers' token "
+                            "classification has not; export_torchscript or export_onnx keep the tag scores")
+        return "AutoModelForTokenClassification"
     if model.hf_model_type() in SEQUENCE_CLASSIFICATION and run.args.pooling == "pooler":
         return "AutoModelForSequenceClassification"
     return AUTO_MODEL
@@ -42,7 +56,8 @@ def architecture_of(run: Any) -> str:
 
 def _labels(run: Any) -> dict[str, Any]:
     labels = labels_of(run)
-    count = run.model.task_head.num_outputs
+    head = run.model.task_head
+    count = getattr(head, "num_outputs", None) or head.num_tags
     if labels is None or len(labels) != count:
         labels = [f"LABEL_{i}" for i in range(count)]
     out: dict[str, Any] = {"num_labels": count, "id2label": dict(enumerate(labels)),
@@ -59,9 +74,9 @@ def write_directory(run: Any, out_dir: str) -> str:
 
     model, architecture = run.model, architecture_of(run)
     with tempfile.TemporaryDirectory() as local:
-        if architecture == "AutoModelForSequenceClassification":
+        if architecture != AUTO_MODEL:  # transformers' own head class: the encoder under its base-model prefix
             config = model.encoder.config.__class__.from_dict({**model.encoder.config.to_dict(), **_labels(run)})
-            hf_model = transformers.AutoModelForSequenceClassification.from_config(config)
+            hf_model = getattr(transformers, architecture).from_config(config)
             prefix = hf_model.base_model_prefix
             state = {f"{prefix}.{k}": v for k, v in model.encoder.state_dict().items()}
             state.update({f"classifier.{k}": v for k, v in model.classifier.state_dict().items()})
@@ -107,9 +122,9 @@ def check_directory(run: Any, out_dir: str, architecture: str, samples: list[dic
     local = out_dir if not io.is_remote(out_dir) else tempfile.mkdtemp(prefix="xdpx-hf-")
     if local != out_dir:
         io.copytree(out_dir, local)
-    squeeze = run.model.task_head.num_outputs == 1
-    if architecture == "AutoModelForSequenceClassification":
-        hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(local).eval()
+    squeeze = getattr(run.model.task_head, "num_outputs", 0) == 1
+    if architecture != AUTO_MODEL:
+        hf_model = getattr(transformers, architecture).from_pretrained(local).eval()
 
         def hf_outputs(b: dict[str, Any]) -> Any:
             logits = hf_model(**{k: v for k, v in b.items() if k != "token_type_ids" or run.model.text_encoder.takes_token_types}).logits
@@ -132,6 +147,11 @@ def check_directory(run: Any, out_dir: str, architecture: str, samples: list[dic
             return logits.squeeze(-1) if squeeze else logits
 
     batches = parity_batches(run.processor, samples)
+    eager, exported = (lambda b: run.model(**b)), hf_outputs
+    if architecture == "AutoModelForTokenClassification":  # the tags of real tokens (padding reads other positions)
+        def real(outputs: Any, b: dict[str, Any]) -> Any:
+            return outputs * b["attention_mask"].unsqueeze(-1)
+
+        eager, exported = (lambda b: real(run.model(**b), b)), (lambda b: real(hf_outputs(b), b))
     with torch.no_grad():
-        return check_parity(lambda b: run.model(**b), hf_outputs, batches, f"transformers {architecture}",
-                            atol=1e-5, rtol=1e-4)
+        return check_parity(eager, exported, batches, f"transformers {architecture}", atol=1e-5, rtol=1e-4)
