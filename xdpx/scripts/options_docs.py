@@ -121,7 +121,8 @@ def main(argv: list[str]) -> int:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
             print(f"wrote {path}")
-    stale += models_page(check)
+    if not rest:  # the repository's own docs: also the registry tables of docs/models.md
+        stale += models_page(check)
     if stale:
         print(f"stale option docs: {', '.join(stale)}; run `x-script options_docs` to regenerate them",
               file=sys.stderr)
