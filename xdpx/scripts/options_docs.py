@@ -80,7 +80,6 @@ def builtin_commands() -> list[str]:
 USAGE = "usage: x-script options_docs [DIR] [--check]   (DIR: docs/options)"
 
 
-@script("options_docs")
 def models_page(check: bool) -> list[str]:
     """Write (or check) the registry tables of docs/models.md; the stale page, if any."""
     if not os.path.exists(MODELS_PAGE):
@@ -97,6 +96,7 @@ def models_page(check: bool) -> list[str]:
     return []
 
 
+@script("options_docs")
 def main(argv: list[str]) -> int:
     """Write (or with --check, verify) docs/options/<command>.md for every built-in command."""
     check = "--check" in argv
