@@ -15,6 +15,7 @@ from xdpx import io
 from xdpx.config.options import Option, Rule, walk_options
 from xdpx.config.ranges import at_least
 from xdpx.data import loaders, parsers, processors, tokenizers
+from xdpx.data.composition import COMPOSITION_OPTIONS
 from xdpx.data.hf_tokens import special_token_default
 from xdpx.io.credentials import redact
 
@@ -24,8 +25,10 @@ TARGET_TYPES = ("text", "index", "regression", "multilabel")
 
 PROCESSING_OPTIONS = [
     Option("processor", str, registry=processors,
-           doc="turns tokens into the stored fields and batches them: single, pair (own vocabulary), "
-               "bert_single, bert_pair, bert_lm; hf_single, hf_pair (a transformers model's own tokenizer)"),
+           doc="the input's shape, which turns tokens into the stored fields and batches them: single, pair, ner, "
+               "bi_encoder (framed for transformers by special_tokens), bert_lm, bert_pretrain (corpora); the "
+               "earlier names bert_single, bert_pair, hf_single, hf_pair, bert_ner, bert_bi_encoder and "
+               "*_with_logits are these with special_tokens and teacher_logits set"),
     Option("tokenizer", str, registry=tokenizers, doc="space, char_zh, bert, jieba, auto"),
     Option("loader", str, registry=loaders, doc="which columns are texts and label: single, pair, corpus"),
     Option("parser", str, default="csv", registry=parsers,
@@ -57,6 +60,7 @@ PROCESSING_OPTIONS = [
                "built from the data, and must be a line of a given target_map_file. null: such labels are errors"),
     Rule(lambda a: a.min_len <= a.max_len, "min_len is larger than max_len: every sample would be dropped",
          keys=("min_len", "max_len")),
+    *COMPOSITION_OPTIONS,  # special_tokens, teacher_logits: on any processor (xdpx/data/composition.py)
 ]
 
 FACT_OPTIONS = [

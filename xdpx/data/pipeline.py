@@ -19,7 +19,8 @@ from typing import Any
 
 from xdpx import io
 from xdpx.config.errors import ConfigError
-from xdpx.data import loaders, parsers, processors, tokenizers
+from xdpx.data import parsers, tokenizers
+from xdpx.data.composition import build_loader, processor_class
 from xdpx.data.dictionary import Dictionary
 from xdpx.data.errors import BadLine, too_many_bad_lines
 from xdpx.data.indexed import IndexedWriter, ScalarWriter, narrowest_dtype
@@ -88,8 +89,8 @@ class Prepro:
         self.args = args
         self.values = {k: v for k, v in args.items()}
         self.parser = parsers.get(args.parser)(args)
-        self.loader = loaders.get(args.loader)(args)
-        self.processor_cls = processors.get(args.processor)
+        self.loader = build_loader(args)
+        self.processor_cls = processor_class(args)
         self.tokenizer_cls = tokenizers.get(args.tokenizer)
         self.log: list[str] = []
         self.summary: dict[str, Counter[str]] = {}

@@ -25,13 +25,21 @@ def _component(registry_name: str, name: str) -> Any:
     return registry.get(name) if name in registry else None
 
 
+def _processor(args: Any) -> Any:
+    """The processor class the options build (special_tokens frames a shape), None for an unknown name."""
+    from xdpx.data import processors
+    from xdpx.data.composition import processor_class
+
+    return processor_class(args) if args.processor in processors else None
+
+
 def _corpus_fits(args: Any) -> bool:
-    loader, processor = _component("loader", args.loader), _component("processor", args.processor)
+    loader, processor = _component("loader", args.loader), _processor(args)
     return loader is None or processor is None or loader.is_corpus == processor.is_corpus
 
 
 def _texts_fit(args: Any) -> bool:
-    loader, processor = _component("loader", args.loader), _component("processor", args.processor)
+    loader, processor = _component("loader", args.loader), _processor(args)
     if loader is None or processor is None or processor.is_corpus:
         return True
     # a processor may take several layouts (the bi-encoders: pairs, or triplets with a hard negative)

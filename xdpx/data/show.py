@@ -4,7 +4,7 @@ at the end; ``x-script show_data`` prints them on request)."""
 from __future__ import annotations
 
 from xdpx.config.options import Args
-from xdpx.data import processors
+from xdpx.data.composition import build_processor
 from xdpx.data.dataset import open_split
 from xdpx.data.meta import read_meta
 from xdpx.errors import UserError
@@ -16,7 +16,7 @@ def format_samples(data_dir: str, split: str, count: int = 5) -> list[str]:
     if meta is None:
         raise UserError(f"{data_dir} has no meta.hjson: is it an x-prepro data_dir?")
     args = Args({**meta, "data_dir": data_dir}, {}, set(), {})
-    processor = processors.get(meta["processor"])(args, data_dir=data_dir)
+    processor = build_processor(args, data_dir=data_dir)
     dataset = open_split(data_dir, split)
     lines = [f"{data_dir} {split}: {len(dataset)} samples, processor {meta['processor']}, "
              f"tokenizer {meta['tokenizer']}"]

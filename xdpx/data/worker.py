@@ -44,12 +44,13 @@ class ChunkWorker:
 
     def __init__(self, values: dict[str, Any], stage_dir: str | None) -> None:
         from xdpx.config.options import Args
-        from xdpx.data import loaders, parsers
+        from xdpx.data import parsers
+        from xdpx.data.composition import build_loader
 
         args = Args(values, {}, set(), {})
         self.args, self.stage_dir = args, stage_dir
         self.parser = parsers.get(args.parser)(args)
-        self.loader = loaders.get(args.loader)(args)
+        self.loader = build_loader(args)
         self.skip_bad = bool(args.skip_bad_lines)
         self._tokenizer: Any = None
         self._processor: Any = None
@@ -65,9 +66,9 @@ class ChunkWorker:
     @property
     def processor(self) -> Any:
         if self._processor is None:
-            from xdpx.data import processors
+            from xdpx.data.composition import build_processor
 
-            self._processor = processors.get(self.args.processor)(self.args, data_dir=self.stage_dir)
+            self._processor = build_processor(self.args, data_dir=self.stage_dir)
         return self._processor
 
     def records(self, job: tuple[str, Layout, list[tuple[int, Any]]], stats: Counter[str]) -> list[tuple[int, list[str], str | None]]:

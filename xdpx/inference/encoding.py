@@ -38,12 +38,13 @@ class RecordEncoder:
 
     def __init__(self, values: dict[str, Any], data_dir: str, skip_bad_lines: bool) -> None:
         from xdpx.config.options import Args
-        from xdpx.data import loaders, parsers, processors
+        from xdpx.data import parsers
+        from xdpx.data.composition import build_loader, build_processor
 
         args = Args(values, {}, set(), {})
         self.parser = parsers.get(args.parser)(args)
-        self.loader = loaders.get(args.loader)(args)
-        self.processor = processors.get(args.processor)(args, data_dir=data_dir)
+        self.loader = build_loader(args)
+        self.processor = build_processor(args, data_dir=data_dir)
         self.skip_bad = skip_bad_lines
         self.ignore_novel = bool(values.get("ignore_novel_target"))  # x-eval: skip labels not in the target map
 
@@ -119,14 +120,15 @@ def encode_source(source: Any, run_args: Any, data_dir: str, workers: int | None
     records, or with more than ``max_bad_fraction`` of its lines bad, is a UserError after its last chunk
     (so a caller writing as chunks arrive discards what it wrote). ``ignore_novel_target``: a record whose
     label is not in the target map is skipped and counted (``stats["novel_targets"]``), not a bad line."""
-    from xdpx.data import loaders, parsers, processors
+    from xdpx.data import parsers
+    from xdpx.data.composition import build_loader, processor_class
     from xdpx.data.reading import WorkerPool
 
-    if processors.get(run_args.processor).is_corpus:
+    if processor_class(run_args).is_corpus:
         raise UserError(f"processor {run_args.processor!r} builds samples from a running corpus: evaluate a "
                         "split of data_dir instead of a raw file")
     values = {**run_args.as_dict(), "ignore_novel_target": ignore_novel_target}
-    parser, loader = parsers.get(run_args.parser)(run_args), loaders.get(run_args.loader)(run_args)
+    parser, loader = parsers.get(run_args.parser)(run_args), build_loader(run_args)
     done = 0
     seen: Counter[str] = Counter()
     with WorkerPool(workers or 1, init_encoder, (values, data_dir, skip_bad_lines)) as pool:

@@ -251,7 +251,9 @@ def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> Lo
         from xdpx.train.compiling import compile_module
 
         compile_module(model, say)
-    processor = component("processor")(run_args, data_dir=processor_dir(args, run_args))
+    from xdpx.data.composition import build_processor
+
+    processor = build_processor(run_args, data_dir=processor_dir(args, run_args))
     batch_size = args.batch_size or run_args.get("valid_batch_size") or run_args.batch_size
     return LoadedModel(run_args, task, model, processor, device,
                        autocast(device, bool(run_args.get("fp16")), bool(run_args.get("bf16"))),

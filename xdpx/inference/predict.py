@@ -152,7 +152,7 @@ class PredictCommand(Command):
 
 
 def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]]) -> None:
-    from xdpx.data import loaders
+    from xdpx.data.composition import build_loader
     from xdpx.inference.encoding import encode_source
     from xdpx.inference.loading import load_model
     from xdpx.inference.outputs import origin_names, prediction_format
@@ -167,7 +167,7 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
         fmt = prediction_format(loaded.task, args, labels, loaded.regression)
     except UserError as e:
         raise UserError(f"{e} (looked in {processor.data_dir})") from None
-    loader = loaders.get(run_args.loader)(run_args)
+    loader = build_loader(run_args)
     for name, source, output in inputs:
         started = time.perf_counter()
         if isinstance(source, str):

@@ -15,7 +15,7 @@ from typing import Any
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args
-from xdpx.data import processors
+from xdpx.data.composition import build_processor
 from xdpx.data.dataset import open_split
 from xdpx.data.meta import read_meta
 from xdpx.errors import UserError
@@ -33,7 +33,7 @@ class DecodedSplits:
             raise UserError(f"diff_data: {data_dir} has no meta.hjson: give an x-prepro data_dir")
         self.data_dir, self.sizes = data_dir, dict(meta.get("data_size") or {})
         args = Args({**meta, "data_dir": data_dir}, {}, set(), {})
-        self.processor = processors.get(meta["processor"])(args, data_dir=data_dir)
+        self.processor = build_processor(args, data_dir=data_dir)
 
     def samples(self, split: str) -> Iterator[str]:
         if split not in self.sizes:

@@ -19,13 +19,14 @@ class Predictor:
     """Inputs -> predictions with a loaded run (xdpx.inference.loading.LoadedModel)."""
 
     def __init__(self, loaded: Any, max_tokens: int | None = None) -> None:
-        from xdpx.data import loaders, parsers
+        from xdpx.data import parsers
+        from xdpx.data.composition import build_loader
         from xdpx.inference.outputs import prediction_format
 
         self.loaded = loaded
         run_args = loaded.run_args
         self.parser = parsers.get(run_args.parser)(run_args)
-        self.loader = loaders.get(run_args.loader)(run_args)
+        self.loader = build_loader(run_args)
         processor = loaded.processor
         if processor.is_corpus:
             raise BadInput(f"processor {run_args.processor!r} (language model) has no per-line predictions to serve")

@@ -92,10 +92,10 @@ class DistillTask(Task):
         """The student's net_input when the teacher reads the same tokens, else the teacher's own
         encoding of the raw texts of the batch."""
         if self._reuse_inputs is None:
-            from xdpx.data import processors
+            from xdpx.data.composition import build_processor
             from xdpx.tasks.teacher import same_tokenization
 
-            student_processor = processors.get(self.args.processor)(self.args)
+            student_processor = build_processor(self.args)
             self._reuse_inputs = same_tokenization(teacher, self.args, student_processor)
         if self._reuse_inputs:
             return batch["net_input"]
@@ -103,8 +103,8 @@ class DistillTask(Task):
         if texts is None:
             raise UserError(f"teacher {self.args.teacher!r} tokenizes differently from the student "
                             f"(processor {teacher.args.processor}, tokenizer {teacher.args.get('tokenizer')}): "
-                            "it needs the raw texts. Preprocess the student's data with processor "
-                            "single_with_logits / pair_with_logits and keep_texts: true")
+                            "it needs the raw texts. Preprocess the student's data with teacher_logits: true and "
+                            "keep_texts: true (or the processors single_with_logits / pair_with_logits)")
         processor = teacher.processor
         collated = processor.collate([dict(processor.encode(list(t)), id=i) for i, t in enumerate(texts)])
         return {k: v.to(device) for k, v in collated["net_input"].items()}
@@ -114,8 +114,8 @@ class DistillTask(Task):
         if self.args.teacher is None:
             if batch.get("teacher_logits") is None:
                 raise UserError("task distill without a teacher reads the teacher logits stored in the data, and "
-                                "this batch has none: preprocess with processor single_with_logits / "
-                                "pair_with_logits from x-pred's distill: true output, or set teacher: <run>")
+                                "this batch has none: preprocess x-pred's distill: true output with teacher_logits: "
+                                "true (or the processors single_with_logits / pair_with_logits), or set teacher: <run>")
             return batch
         device = next(model.parameters()).device
         teacher = self.teacher(device)

@@ -65,7 +65,7 @@ def load_teacher(path: str, say: Any = print) -> Teacher:
     """Rebuild the teacher run at ``path`` (a run directory, ``<run>/<best>``, or a checkpoint file in it)."""
     import torch
 
-    from xdpx.data import processors
+    from xdpx.data.composition import build_processor
     from xdpx.data.processing import VOCAB_FILE
     from xdpx.models.checkpoints import BEST, LAST, CheckpointError, load_weights_into, resolve_checkpoint
     from xdpx.tasks import tasks
@@ -95,7 +95,7 @@ def load_teacher(path: str, say: Any = print) -> Teacher:
     for parameter in model.parameters():
         parameter.requires_grad_(False)
     data_dir = run_dir if io.exists(io.join(run_dir, VOCAB_FILE)) else args.data_dir
-    processor = processors.get(args.processor)(args, data_dir=data_dir)
+    processor = build_processor(args, data_dir=data_dir)
     say(f"teacher: {model_label(args)} from {checkpoint}")
     return Teacher(run_dir, checkpoint, args, model, processor)
 

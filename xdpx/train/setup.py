@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from xdpx import io
+from xdpx.data.composition import build_processor
 from xdpx.errors import UserError
 from xdpx.models.checkpoints import load_torch, load_weights_into, resolve_checkpoint
 from xdpx.train.batching import TrainBatches, updates_per_epoch
@@ -88,7 +89,7 @@ def build_components(args: Any, device: torch.device, say: Any, load_pretrained:
         from xdpx.train.fsdp import shard_model
 
         shard_model(module, device, a.fsdp_sharding, say)
-    processor = component(a, "processor")(a)
+    processor = build_processor(a)
     optimizer = component(a, "optimizer").build(a, module)
     scaler = DynamicLossScaler(a.fp16_init_scale, tolerance=a.fp16_scale_tolerance,
                                threshold=a.threshold_loss_scale, min_scale=a.min_loss_scale) \
