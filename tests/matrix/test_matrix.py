@@ -121,10 +121,12 @@ def test_an_encoder_and_a_head_train_resume_evaluate_predict_and_export(encoder,
 
     # exports: the test loads each file and compares with the eager model on batches of other shapes
     run, batches = eager_and_batches(straight)
-    for tool in ("export_torchscript", "export_onnx"):
+    # torch.export captures nn.LSTM with a dynamic length once per process (a second capture specialises the
+    # length: torch's LSTM decomposition), so the LSTM's ONNX export runs as a command of its own, for one head
+    # (the export form is the encoder's, the same for every head; TorchScript checks each LSTM pair)
+    onnx = encoder != "lstm" or head == "classification"
+    for tool in ("export_torchscript", "export_onnx") if onnx else ("export_torchscript",):
         if tool == "export_onnx" and encoder == "lstm":
-            # torch.export captures nn.LSTM with a dynamic length once per process: a second capture in the
-            # same process specialises the length (torch's LSTM decomposition). The command runs on its own.
             out_dir = tmp_path / tool
             (tmp_path / "onnx.json").write_text(json.dumps({"save_dir": str(straight), "out_dir": str(out_dir)}))
             done = subprocess.run([sys.executable, "-m", "xdpx", tool, str(tmp_path / "onnx.json")],
