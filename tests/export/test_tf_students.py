@@ -139,7 +139,7 @@ def test_from_tf_refuses_a_savedmodel_of_another_model_and_a_missing_checkpoint(
     config.write_text(json.dumps({"save_dir": str(trained("cls_cnn")), "valid_subset": "dev", "cuda": False,
                                   "from_tf": True, "checkpoint": str(other)}))
     assert run_chain(["x-eval", str(config)]) == 1
-    assert "does not hold the weights of model TextCNN: missing ['convs.0.weight'" in capsys.readouterr().err
+    assert "does not hold the weights of model cls_cnn: missing ['encoder.convs.0.weight'" in capsys.readouterr().err
     config.write_text(json.dumps({"save_dir": str(trained("cls_cnn")), "valid_subset": "dev", "from_tf": True}))
     assert run_chain(["x-eval", str(config), "--dry"]) != 0
     assert "from_tf: true reads the weights of checkpoint: set checkpoint" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from xdpx.errors import UserError
+from xdpx.models import models
 
 # model -> the names of its token inputs (the processors' net_input fields), in call order
 STUDENT_INPUTS = {"cls_cnn": ("tokens",), "cls_lstm": ("tokens",), "match_cnn": ("tokens1", "tokens2"),
@@ -198,6 +199,21 @@ def re2(layers: TFLayers, args: Any, tokens1: Any, tokens2: Any) -> Any:
 FORWARD = {"cls_cnn": cls_cnn, "cls_lstm": cls_lstm, "match_cnn": match_cnn, "re2": re2}
 
 
+def legacy_layout(weights: dict[str, Any], model_name: str) -> dict[str, Any]:
+    """The weights under the names of the release before the encoder/head design (the aliases' legacy_keys,
+    reversed): the TF forward functions below and the SavedModels they wrote use those names; from_tf renames
+    them back when it reads a SavedModel (xdpx.models.checkpoints.upgraded)."""
+    renames = {new: old for old, new in getattr(models.get(model_name), "legacy_keys", {}).items()}
+    out = {}
+    for key, value in weights.items():
+        for new, old in renames.items():
+            if key.startswith(new):
+                key = old + key[len(new):]
+                break
+        out[key] = value
+    return out
+
+
 def build_tf_student(weights: dict[str, np.ndarray], args: Any, fix_len: int | None = None) -> Any:
     """A tf.Module holding the weights (attribute ``w``) whose ``logits(*token inputs)`` is the model's
     forward; ``ids_serving`` is the tf.function with the int64 ``[batch, length]`` signature (the length
@@ -206,6 +222,7 @@ def build_tf_student(weights: dict[str, np.ndarray], args: Any, fix_len: int | N
 
     inputs = student_inputs(args.model)
     forward = FORWARD[args.model]
+    weights = legacy_layout(weights, args.model)
     single_output = int(weights["head.out.bias" if "head.out.bias" in weights else "out.bias"].shape[0]) == 1
 
     class TFStudent(tf.Module):

@@ -24,6 +24,7 @@ from xdpx import io
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args
 from xdpx.errors import UserError
+from xdpx.models.choice import model_label
 
 
 def training_root() -> list[Any]:
@@ -172,15 +173,16 @@ def choose_checkpoint(args: Args, run_args: Args) -> tuple[str | None, bool]:
                     "evaluation, or give checkpoint: a path")
 
 
-def load_tf_weights_into(model: Any, path: str, say: Any = print) -> None:
+def load_tf_weights_into(model: Any, path: str, say: Any = print, label: str | None = None) -> None:
     """``from_tf``: the weights of a SavedModel that export_tf wrote (variables named as the state_dict) or
     of a TF BERT checkpoint (Google names, read into Hugging Face names), loaded by name into ``model``.
     Every parameter must come from the file with its shape; buffers the file lacks keep their values."""
     import torch
 
+    from xdpx.models.checkpoints import upgraded
     from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint
 
-    weights = read_tf_bert_checkpoint(path)
+    weights = upgraded(model, read_tf_bert_checkpoint(path))  # a SavedModel of cls_cnn... keeps earlier names
     state = model.state_dict()
     parameters = {name for name, _ in model.named_parameters(remove_duplicate=False)}
     missing = [k for k in state if k not in weights and k in parameters]
@@ -188,7 +190,7 @@ def load_tf_weights_into(model: Any, path: str, say: Any = print) -> None:
     wrong = [f"{k} {tuple(weights[k].shape)} (the model's: {tuple(state[k].shape)})" for k in state
              if k in weights and tuple(weights[k].shape) != tuple(state[k].shape)]
     if missing or wrong:
-        raise UserError(f"checkpoint {path} (from_tf) does not hold the weights of model {type(model).__name__}: "
+        raise UserError(f"checkpoint {path} (from_tf) does not hold the weights of model {label or type(model).__name__}: "
                         + (f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}; " if missing else "")
                         + (f"other shapes {wrong[:5]}; " if wrong else "")
                         + "from_tf reads the SavedModel export_tf wrote of this run (or for BERT a TF BERT checkpoint)")
@@ -234,7 +236,8 @@ def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> Lo
 
         add_lora(model, run_args, say=lambda _message: None)
     if from_tf:
-        load_tf_weights_into(model, checkpoint, say)  # a SavedModel of export_tf, or a TF BERT checkpoint
+        # a SavedModel of export_tf, or a TF BERT checkpoint
+        load_tf_weights_into(model, checkpoint, say, model_label(run_args))
     elif checkpoint is not None and args.checkpoint is None and args.config is not None \
             and hasattr(model, "load_pretrained"):
         model.load_pretrained(checkpoint, say)  # the model's own loader (BERT: Hugging Face dirs, TF checkpoints)

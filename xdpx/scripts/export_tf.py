@@ -13,6 +13,7 @@ from xdpx.command import commands, script
 from xdpx.config.options import Args, Option
 from xdpx.errors import UserError
 from xdpx.export.command import ExportCommand
+from xdpx.models.choice import model_label
 
 NAME = "export_tf"
 # Keys of Google's bert_config.json (transformers' config.json uses the same names).
@@ -57,6 +58,10 @@ class ExportTf(ExportCommand):
         from xdpx.export.companions import write_companions
         from xdpx.models.tf_checkpoint import require_tensorflow
 
+        if run.args.model is None:
+            raise UserError(f"export_tf writes the models of its table by name (BERT, cls_cnn, cls_lstm, match_cnn, "
+                            f"re2), not a model of encoder and head ({model_label(run.args)}): train it under "
+                            "the name it has (e.g. model: cls_cnn), or use export_onnx / export_torchscript")
         require_tensorflow()
         if args.export_format == "checkpoint":
             info = self.write_checkpoint(args, run)
