@@ -106,6 +106,8 @@ def write_folder(run: Any, out_dir: str) -> str:
         with open(os.path.join(local, "modules.json"), "w", encoding="utf-8") as f:
             json.dump(modules, f, indent=1)
         io.makedirs(out_dir)
+        for module in modules[1:]:  # Normalize has no files: its folder alone
+            io.makedirs(io.join(out_dir, module["path"]))
         for root, _dirs, files in os.walk(local):
             for name in files:
                 relative = os.path.relpath(os.path.join(root, name), local)

@@ -1,6 +1,7 @@
 """``x-script export_hf config.hjson``: a Hugging Face directory (config.json, model.safetensors, vocab)
-that transformers loads as BertForSequenceClassification / BertForMaskedLM / BertForPreTraining and that
-gives this run's outputs (checked with transformers; docs/export.md)."""
+that transformers loads as BertForSequenceClassification / BertForTokenClassification / BertForMaskedLM /
+BertForPreTraining (or the AutoModelFor* class of a transformers encoder), or for a bi-encoder a folder that
+sentence_transformers.SentenceTransformer loads; checked against this run's outputs (docs/export.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ NAME = "export_hf"
 
 @commands.register(NAME)
 class ExportHf(ExportCommand):
-    """Write a BERT run as a transformers directory and check it with transformers."""
+    """Write a run as a transformers directory (a bi-encoder: a sentence-transformers folder) and check it."""
 
     name = NAME
     extra_options = [
@@ -33,13 +34,15 @@ class ExportHf(ExportCommand):
         parity = "not checked (check_outputs: false)"
         if args.check_outputs:
             parity = check_hf_directory(run, args.out_dir, architecture, samples).describe()
-        write_companions(run, args.out_dir, {"format": "huggingface", "architecture": architecture,
-                                             "call": f"transformers.{architecture}.from_pretrained(out_dir)",
+        library = "sentence_transformers" if architecture == "SentenceTransformer" else "transformers"
+        call = f"{library}.{architecture}(out_dir)" if library == "sentence_transformers" else \
+            f"transformers.{architecture}.from_pretrained(out_dir)"
+        write_companions(run, args.out_dir, {"format": "huggingface", "architecture": architecture, "call": call,
                                              "parity": parity})
-        print(f"wrote {args.out_dir} ({architecture}); parity with transformers: {parity}")
+        print(f"wrote {args.out_dir} ({architecture}); parity with {library.replace('_', '-')}: {parity}")
 
 
 @script(NAME)
 def main(argv: list[str]) -> int:
-    """Export a BERT run as a Hugging Face directory: x-script export_hf config.hjson (save_dir, out_dir)."""
+    """Export a run as a Hugging Face directory, a bi-encoder as a sentence-transformers folder: x-script export_hf config.hjson (save_dir, out_dir)."""
     return script_main(NAME, argv)
