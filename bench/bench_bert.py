@@ -14,7 +14,7 @@ decay, torch's fused kernel), clipping at 5.0, dropout as in the model's config:
   setting: every side timed after x-train's first run (all of them: sides run after it in repeat 1) runs
   with it too, so the ratios do not count it;
 - x-train with the transformers family (``--sides ... xtrain_hf``): the same loop and data with
-  ``model: hf_classification`` (transformers' BertModel under XDPX's pooler head, xdpx/models/hf_encoder.py);
+  ``model: hf_classification`` (transformers' BertModel as encoder: hf under XDPX's classification head, xdpx/models/encoders/hf.py);
 - hand loop: the textbook ``zero_grad / forward / loss / backward / clip / step`` on the very batches
   x-train trains on (its update groups, collated by its processor, collated before the clock starts);
   ``--sides ... hand_hf`` adds the same loop with transformers' BertForSequenceClassification;

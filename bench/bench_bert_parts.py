@@ -10,7 +10,7 @@ for each precision, in one process, with the parts alternating batch by batch:
   of them), in the autocast dtype, on random tensors of the batch's shapes;
 - ``forward + backward``: our BERT (bert_classification) with its loss, no optimizer (dropout on);
 - ``forward + backward, no dropout``: the same in eval mode (no dropout; autograd still on; fp32 attention
-  without dropout runs as SDPA's fused kernel, see xdpx/models/bert.py ``written_out_is_faster``);
+  without dropout runs as SDPA's fused kernel, see xdpx/models/bert_layers.py ``written_out_is_faster``);
 - ``update``: forward + backward + clip + fused AdamW step, as the hand loop of bench_bert.py;
 - with ``--probes``, cost probes (not training): ``forward + backward`` with one part removed (GELU as
   the identity, LayerNorm as the identity, the word embeddings frozen, no dropout), so that the median

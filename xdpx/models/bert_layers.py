@@ -2,7 +2,7 @@
 projection, SDPA or written out), the encoder stack, the pooler and :class:`BertModel`; with the helpers the
 heads share (attention_bias, mean_pool, init_weights) and the FLOP count of the encoder.
 
-The registered models (heads) are in xdpx/models/bert.py, the MLM heads in xdpx/models/bert_mlm.py.
+The encoder built from them is xdpx/models/encoders/bert.py; the heads are in xdpx/models/heads/.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Layer groups of a Transformer encoder: freezing the bottom (``freeze_embeddings``, ``freeze_layers``) and
 layer-wise learning rates (``layer_lr_decay``, ``head_lr_multiplier``), shared by every encoder family
-(our BERT, xdpx/models/bert*.py, and the transformers-backed family).
+(the transformer encoders: our BERT, xdpx/models/encoders/bert.py, and any transformers model, encoders/hf.py).
 
 An encoder model offers three methods, and everything else follows from which module a parameter is in:
 

@@ -14,7 +14,7 @@ per-update timings of all-MiniLM-L6-v2 (batch 32, one thread, the bench's batche
 1.011x bf16 on an AMD EPYC (with a transposed view of k instead of its copy, which rounded differently
 there: 1.011x and 1.015x on a Xeon with AMX).
 
-Used where :func:`xdpx.models.bert.written_out_is_faster` chooses written-out attention (CPU training
+Used where :func:`xdpx.models.bert_layers.written_out_is_faster` chooses written-out attention (CPU training
 with attention dropout, or not fp32); torch.compile and exports keep SDPA.
 """
 
