@@ -16,6 +16,7 @@ import numpy as np
 
 from xdpx.errors import UserError
 from xdpx.models import models
+from xdpx.models.checkpoints import renamed_prefixes
 
 # model -> the names of its token inputs (the processors' net_input fields), in call order
 STUDENT_INPUTS = {"cls_cnn": ("tokens",), "cls_lstm": ("tokens",), "match_cnn": ("tokens1", "tokens2"),
@@ -204,14 +205,7 @@ def legacy_layout(weights: dict[str, Any], model_name: str) -> dict[str, Any]:
     reversed): the TF forward functions below and the SavedModels they wrote use those names; from_tf renames
     them back when it reads a SavedModel (xdpx.models.checkpoints.upgraded)."""
     renames = {new: old for old, new in getattr(models.get(model_name), "legacy_keys", {}).items()}
-    out = {}
-    for key, value in weights.items():
-        for new, old in renames.items():
-            if key.startswith(new):
-                key = old + key[len(new):]
-                break
-        out[key] = value
-    return out
+    return renamed_prefixes(weights, renames)
 
 
 def build_tf_student(weights: dict[str, np.ndarray], args: Any, fix_len: int | None = None) -> Any:

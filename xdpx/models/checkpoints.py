@@ -143,6 +143,20 @@ def load_weights(path: str) -> dict[str, Any]:
     return obj
 
 
+def renamed_prefixes(weights: dict[str, Any], prefixes: dict[str, str],
+                     keep: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``weights`` with each key that starts with a prefix of ``prefixes`` (old -> new) renamed; keys in
+    ``keep`` stay as they are."""
+    out = {}
+    for key, value in weights.items():
+        if key not in keep:
+            old = next((p for p in prefixes if key.startswith(p)), None)
+            if old is not None:
+                key = prefixes[old] + key[len(old):]
+        out[key] = value
+    return out
+
+
 def upgraded(model: Any, weights: dict[str, Any]) -> dict[str, Any]:
     """``weights`` with the keys of an earlier release renamed to the model's (xdpx/models/composed.py)."""
     upgrade = getattr(model, "upgrade_state_dict", None)

@@ -19,6 +19,7 @@ from torch import nn
 
 from xdpx.config.options import MISSING, Option
 from xdpx.models import models
+from xdpx.models.checkpoints import renamed_prefixes
 from xdpx.models.encoders import encoders
 from xdpx.models.heads import heads
 from xdpx.models.layer_groups import freeze, lr_scales
@@ -76,16 +77,7 @@ class EncoderHeadModel(Perturbable, nn.Module):
         """``weights`` with the key prefixes of an earlier release renamed to this model's."""
         if not self.legacy_keys:
             return weights
-        own = set(self.state_dict())
-        renamed = {}
-        for key, value in weights.items():
-            if key not in own:
-                for old, new in self.legacy_keys.items():
-                    if key.startswith(old):
-                        key = new + key[len(old):]
-                        break
-            renamed[key] = value
-        return renamed
+        return renamed_prefixes(weights, self.legacy_keys, keep=set(self.state_dict()))
 
     def _upgrade_hook(self, state_dict: dict[str, Any], prefix: str, *_: Any) -> None:
         if prefix or not self.legacy_keys:
@@ -146,7 +138,7 @@ def compose(args: Any, encoder_name: str, head_name: str, fixed: dict[str, Any] 
     the parts' other options take their defaults). ``model_class``: a subclass of the model to build."""
     fixed = {"encoder": encoder_name, "head": head_name, **(fixed or {})}
     encoder_class, head_class = encoders.get(encoder_name), heads.get(head_name)
-    if getattr(head_class, "needs_pooler", False):
+    if head_class.needs_pooler:
         fixed["add_pooler"] = True
     view = options_view(args, {**part_defaults([encoder_class, head_class], args, fixed), **fixed})
     encoder = encoder_class(view)

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from xdpx.config.options import Option
+from xdpx.losses.ner import target_labels
 from xdpx.models.heads import heads
 from xdpx.models.modules.pooling import masked_max, masked_mean
 
@@ -157,6 +158,7 @@ class Head(Part):
 
     needs = "sentence"
     pooling_default: str | None = None  # the pooling this head prefers where the encoder offers it
+    needs_pooler = False  # the head reads the encoder's pooler itself (sentence order: pretrain)
     hf_task: str | None = None  # transformers' *For<task> suffix (export_hf, config.json's architectures)
 
     def __init__(self, args: Any, encoder: Encoder) -> None:
@@ -188,16 +190,11 @@ class Head(Part):
 
 def labels_of(args: Any, count: int) -> list[str]:
     """Class names in id order from target_map.txt of the run directory or data_dir (LABEL_i without)."""
-    from xdpx import io
-
-    for folder in (args.get("save_dir"), args.get("data_dir")):
-        path = io.join(folder, "target_map.txt") if folder else None
-        if path and io.exists(path):
-            with io.open(path) as f:
-                names = [line.rstrip("\r\n") for line in f if line.strip()]
-            if len(names) == count:
-                return names
-    return [f"LABEL_{i}" for i in range(count)]
+    try:
+        names = target_labels(args)
+    except FileNotFoundError:
+        names = []
+    return names if len(names) == count else [f"LABEL_{i}" for i in range(count)]
 
 
 # ---- pooling ------------------------------------------------------------------------------------------
@@ -266,7 +263,3 @@ class _View:
 
     def __contains__(self, name: str) -> bool:
         return name in self._values or name in self._args
-
-    def as_dict(self) -> dict[str, Any]:
-        base = self._args.as_dict() if hasattr(self._args, "as_dict") else dict(self._args)
-        return {**base, **self._values}
