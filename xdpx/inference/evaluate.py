@@ -164,7 +164,7 @@ def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]])
     for name, subset in subsets:
         data = read_subset(loaded, args, subset)
         metrics = evaluate(loaded.task, loaded.model, loaded.processor, data, loaded.batch_size, loaded.autocast,
-                           loaded.to_device, args.max_eval_steps, context=context)
+                           loaded.to_device, args.max_eval_steps, context=context, progress=f"x-eval {name}")
         shown = " | ".join(f"{k} {format_value(v)}" for k, v in metrics.items())
         if context.is_main:
             print(f"x-eval {name} ({len(data)} samples): {shown}", flush=True)

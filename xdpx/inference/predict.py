@@ -190,7 +190,7 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
                 for key in (k for k in encoded.stats if k.startswith("example: ")):
                     print(redact(f"skipped {key[len('example: '):]}"))
                 logits = predict_logits(loaded.task, loaded.model, processor, encoded.samples, loaded.batch_size,
-                                        loaded.autocast, loaded.to_device, context)
+                                        loaded.autocast, loaded.to_device, context, progress=f"x-pred {name}")
                 if writer is not None:
                     writer.write(encoded, logits.numpy())
         except BaseException:

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from xdpx.utils.step_progress import StepProgress
+
 
 def _identity(batch: dict[str, Any]) -> dict[str, Any]:
     return batch
@@ -27,14 +29,15 @@ def length_order(sizes: Any) -> np.ndarray:
 
 def evaluate(task: Any, model: torch.nn.Module, processor: Any, data: Any, batch_size: int, autocast: Any,
              to_device: Callable[[dict[str, Any]], dict[str, Any]] = _identity,
-             max_steps: int | None = None, context: Any = None) -> dict[str, float]:
+             max_steps: int | None = None, context: Any = None, progress: str | None = None) -> dict[str, float]:
     """``{'loss': ..., metric: ...}`` of ``model`` on ``data`` (``len``, ``[i]``, ``sizes``; labelled).
 
     Sets ``model.eval()``; the caller restores training mode if it needs it. ``max_steps`` stops after
     that many batches (of the length-sorted order, so the shortest samples). With a distributed
     ``context`` (xdpx.train.distributed.Context) each rank scores every world_size-th batch of the same
     batches one process would make (no sample twice, no padding), the outputs are gathered in batch
-    order and every rank returns the one-process numbers.
+    order and every rank returns the one-process numbers. ``progress`` names the step for a progress bar
+    or line on rank 0 (xdpx.utils.step_progress; x-eval passes one, x-train's evaluations do not).
     """
     model.eval()
     order = length_order(data.sizes)
@@ -43,12 +46,16 @@ def evaluate(task: Any, model: torch.nn.Module, processor: Any, data: Any, batch
 
     def score_share() -> list[tuple[int, float, int, torch.Tensor, torch.Tensor]]:
         outputs = []
-        for number in range(rank, len(starts), world_size):
-            start = starts[number]
-            batch = processor.collate([data[int(j)] for j in order[start: start + batch_size]])
-            with autocast:
-                _loss, size, logs = task.valid_step(model, to_device(batch))
-            outputs.append((number, float(logs["loss"]), size, logs["logits"].float().cpu(), logs["target"].cpu()))
+        numbers = range(rank, len(starts), world_size)
+        with StepProgress(len(numbers), progress or "", enabled=bool(progress) and rank == 0) as shown:
+            for number in numbers:
+                start = starts[number]
+                batch = processor.collate([data[int(j)] for j in order[start: start + batch_size]])
+                with autocast:
+                    _loss, size, logs = task.valid_step(model, to_device(batch))
+                outputs.append((number, float(logs["loss"]), size, logs["logits"].float().cpu(),
+                                logs["target"].cpu()))
+                shown.update()
         return outputs
 
     outputs = gather_shares(score_share, context)
@@ -116,11 +123,12 @@ def concat_rows(outputs: Sequence[torch.Tensor], fill: float = -1) -> torch.Tens
 def predict_logits(task: Any, model: torch.nn.Module, processor: Any, samples: Sequence[dict[str, Any]],
                    batch_size: int, autocast: Any,
                    to_device: Callable[[dict[str, Any]], dict[str, Any]] = _identity,
-                   context: Any = None, max_tokens: int | None = None) -> torch.Tensor:
+                   context: Any = None, max_tokens: int | None = None, progress: str | None = None) -> torch.Tensor:
     """Logits (float32, on the CPU) of ``samples`` in their given order, computed in length-sorted batches
     of at most ``batch_size`` samples and, with ``max_tokens``, at most that many tokens with padding (with
     a distributed ``context``: each rank computes every world_size-th batch; every rank returns all).
-    "Logits" are whatever ``task.inference_step`` returns; per-token outputs are padded (:func:`concat_rows`)."""
+    "Logits" are whatever ``task.inference_step`` returns; per-token outputs are padded (:func:`concat_rows`).
+    ``progress`` names the step for a progress bar or line on rank 0 (xdpx.utils.step_progress)."""
     if not samples:
         return torch.zeros(0)
     fields = processor.fields
@@ -135,12 +143,15 @@ def predict_logits(task: Any, model: torch.nn.Module, processor: Any, samples: S
     def predict_share() -> list[tuple[int, torch.Tensor]]:
         outputs = []
         model.eval()
-        with torch.inference_mode():  # no autograd bookkeeping at all: the outputs only become numbers
-            for number in range(rank, len(starts), world_size):
+        numbers = range(rank, len(starts), world_size)
+        shown = StepProgress(len(numbers), progress or "", enabled=bool(progress) and rank == 0)
+        with shown, torch.inference_mode():  # no autograd bookkeeping at all: the outputs only become numbers
+            for number in numbers:
                 start, end = starts[number], starts[number + 1] if number + 1 < len(starts) else len(order)
                 batch = processor.collate([samples[int(j)] for j in order[start: end]])
                 with autocast:
                     outputs.append((number, task.inference_step(model, to_device(batch)).float().cpu()))
+                shown.update()
         return outputs
 
     sorted_logits = concat_rows([logits for _, logits in gather_shares(predict_share, context)])
