@@ -77,6 +77,27 @@ def test_bad_input_stops_with_file_and_line(tmp_path, capsys, name, content, whe
     assert f"{tmp_path / 'src' / where}: " in err and reason in err, err
 
 
+def test_nan_inside_an_entity_is_a_bad_line(tmp_path, capsys):
+    """Python's json reads NaN (pandas' missing offset): the record is a bad line, never a TypeError."""
+    (tmp_path / "src").mkdir()
+    good = '{"text": "北京", "entities": [[0, 2, "LOC"]]}\n'
+    (tmp_path / "src" / "train.jsonl").write_text(good * 30 + '{"text": "北京", "entities": [[0, NaN, "LOC"]]}\n',
+                                                  encoding="utf-8")
+    options = {"data_source": str(tmp_path / "src"), "data_files": "train.jsonl", "data_dir": str(tmp_path / "data"),
+               "parser": "ner_jsonl", "loader": "ner", "tag_unit": "char", "processor": "ner", "tokenizer": "char",
+               "max_len": 50, "workers": 1}
+    assert run_chain(["x-prepro", str(write_json(tmp_path / "prepro.hjson", options))]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'src' / 'train.jsonl'}:31: an entity holds NaN, not a number" in err, err
+    assert "Traceback" not in err and not (tmp_path / "data").exists()
+    # skip_bad_lines drops and counts it: 30 samples, the NaN line named
+    skipping = write_json(tmp_path / "skip.hjson", {**options, "skip_bad_lines": True})
+    assert run_chain(["x-prepro", str(skipping)]) == 0
+    out = capsys.readouterr()
+    assert f"skipped {tmp_path / 'src' / 'train.jsonl'}:31: an entity holds NaN" in out.err + out.out
+    assert "train: 30" in (tmp_path / "data" / "meta.hjson").read_text()
+
+
 def test_bert_subwords_carry_the_tag_on_the_first_piece_only(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.conll").write_text(

@@ -21,7 +21,7 @@ from xdpx.config.options import Option
 from xdpx.data import loaders, parsers, tokenizers
 from xdpx.data.errors import BadLine
 from xdpx.data.loading import Layout, Loader, check_text
-from xdpx.data.parsing import Parser, loads_json, no_carriage_return
+from xdpx.data.parsing import NonFinite, Parser, loads_json, no_carriage_return
 from xdpx.data.tags import SCHEMES, UNITS, entity_spans, spans_of_characters, split_tag, tags_of, units_of
 from xdpx.data.tokenizing import Tokenizer
 
@@ -128,6 +128,13 @@ class NerJsonLinesParser(Parser):
             return [item["text"]]
         if not isinstance(item["entities"], list):
             raise BadLine('"entities" must be a list of [start, end, type]')
+        for entity in item["entities"]:
+            # NaN / Infinity (pandas' missing offsets) parse to a marker that no later step can compare or store
+            values = entity if isinstance(entity, list) else [entity]
+            bad = [value.name for value in values if isinstance(value, NonFinite)]
+            if bad:
+                raise BadLine(f"an entity holds {bad[0]}, not a number: an entity is [start, end, type] with "
+                              "integer character offsets (end exclusive)")
         return [item["text"], EntityList(item["entities"])]
 
 
