@@ -15,6 +15,17 @@ if [[ -z "${SKIP_INSTALL:-}" ]]; then
     echo "keeping the installed torch $(python3 -c 'import torch; print(torch.__version__)')"
   else
     index=${XDPX_TORCH_INDEX-https://download.pytorch.org/whl/cpu}
+    # One quick look at the index instead of pip's five retries of every package with dozens of warnings.
+    if [[ -n "$index" ]] && ! python3 - "$index" <<'PY' 2>/dev/null
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=10)
+PY
+    then
+      echo "PyTorch's index $index cannot be reached from this machine: installing torch==2.13.0 from pip's"
+      echo "configured index instead (the line for that is: XDPX_TORCH_INDEX= bash examples/demo.sh)."
+      echo "If that index holds only the CUDA build (several GB), stop here and install a CPU torch 2.13.0 first."
+      index=""
+    fi
     python3 -m pip install --quiet torch==2.13.0 ${index:+--index-url "$index"}
   fi
   python3 -m pip install --quiet -e .  # torch is there now: pip leaves it as it is
