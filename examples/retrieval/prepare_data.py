@@ -2,7 +2,7 @@
 "completely equivalent") become (query, positive) pairs; at evaluation each query must find its own
 positive among the positives of all pairs of the split (the candidate pool).
 
-    python examples/prepare_data.py --sets sts        # STS-B into examples/data/full/stsb first
+    python examples/prepare_data.py --sets stsb       # STS-B into examples/data/full/stsb first
     python examples/retrieval/prepare_data.py          # examples/data/full/stsb_retrieval/{train,dev,test}.tsv
     python examples/retrieval/prepare_data.py --sample # the committed sample (examples/retrieval/data)
 
