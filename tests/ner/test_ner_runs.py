@@ -12,6 +12,7 @@ from ner_helpers import CHINESE_VOCAB, SAMPLE, prepro, read_tsv, train_config, w
 
 from xdpx.cli import run_chain, x_script
 from xdpx.data.tags import entity_spans, units_of
+from xdpx.serve.predictor import BadInput, load_predictor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "inference"))
@@ -88,6 +89,17 @@ def test_serve_returns_entities_of_each_text(crf_run):
         spans = entity_spans(prediction["tags"])
         assert [(e["start"], e["end"], e["type"]) for e in prediction["entities"]] == spans
         assert all(e["text"] == text[e["start"]:e["end"]] for e in prediction["entities"])
+
+
+def test_serve_refuses_a_nul_and_a_lone_surrogate_as_x_prepro_does(crf_run):
+    """x-serve's model thread gets the JSON strings as parsed: a NUL or a lone surrogate ("\\ud800") is the
+    input's error (400), never tokenized into a tag or an entity text the answer could not encode."""
+    predictor = load_predictor(str(crf_run), cpu=True, threads=1)
+    nul, surrogate, fine = predictor.predict_inputs(["北京\x00上海", "北\ud800京", "北京"])
+    assert isinstance(nul, BadInput) and str(nul).startswith("a NUL character in the text at position 2: "), nul
+    assert isinstance(surrogate, BadInput) and str(surrogate).startswith(
+        "a lone surrogate (U+D800) in the text at position 1: "), surrogate
+    assert len(fine["tags"]) == 2
 
 
 def test_bert_ner_trains_and_predicts_spans(tmp_path):

@@ -17,6 +17,8 @@ from retrieval_helpers import REPO, SAMPLE, prepro, run_killable, train_config
 
 from tests.train.train_helpers import assert_same_weights, final_weights
 from xdpx.cli import run_chain, x_script
+from xdpx.serve.embedding import embed_inputs
+from xdpx.serve.predictor import BadInput, load_predictor
 
 
 def read_tsv(path: Path) -> list[dict[str, str]]:
@@ -145,6 +147,22 @@ def test_index_with_faiss_and_numpy_and_search_and_serve_agree(retrieval_run, pr
     assert bad[0] == 400 and "input 1: an input of /embed is one non-empty text" in bad[1]["error"]
     assert pair[0] == 200 and pair[1][0]["cosine"] == pytest.approx(float(pairs[0, 0] @ pairs[0, 1]), abs=1e-5)
     assert "/embed" in schema["paths"]
+
+
+def test_serve_refuses_a_nul_and_a_lone_surrogate_in_embed_and_predict(retrieval_run):
+    """/embed and /predict (a pair as a JSON list) check each text as x-prepro does: a NUL or a lone
+    surrogate is that input's error (400), the other inputs are answered."""
+    predictor = load_predictor(str(retrieval_run), cpu=True, threads=1)
+    nul, surrogate, fine = embed_inputs(predictor, ["a dog\x00runs", "a \udfffdog", "a dog runs"])
+    assert isinstance(nul, BadInput) and str(nul).startswith("a NUL character in the text at position 5: "), nul
+    assert isinstance(surrogate, BadInput) and str(surrogate).startswith(
+        "a lone surrogate (U+DFFF) in the text at position 2: "), surrogate
+    assert len(fine["embedding"]) > 1
+    pair_nul, pair_surrogate, pair = predictor.predict_inputs([["a dog", "a cat\x00"], ["\ud800", "a cat"],
+                                                               ["a dog", "a cat"]])
+    assert isinstance(pair_nul, BadInput) and "a NUL character in the text at position 5" in str(pair_nul)
+    assert isinstance(pair_surrogate, BadInput) and "a lone surrogate (U+D800)" in str(pair_surrogate)
+    assert -1.0 <= pair["cosine"] <= 1.0
 
 
 def test_kill_during_training_then_resume_is_bitwise(retrieval_data, retrieval_run, tmp_path):

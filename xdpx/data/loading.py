@@ -15,6 +15,7 @@ Files whose records carry optional trailing columns (STS-B) set ``extra_columns:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +35,20 @@ class Layout:
     line: int = 1  # where it is, for messages
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def check_text(text: str, what: str = "text") -> str:
-    """A text or label as read; a NUL character (binary data, or UTF-16 read as UTF-8) is a bad line."""
+    """A text or label as read; a NUL character (binary data, or UTF-16 read as UTF-8) is a bad line, and so
+    is a lone surrogate (a JSON escape such as "\\ud800" of half a UTF-16 pair): no file can store it as
+    UTF-8. x-prepro, x-pred and x-serve check every text here."""
     if "\0" in text:
         raise BadLine(f"a NUL character in the {what} at position {text.index(chr(0))}: binary data, or a UTF-16 "
                       "file? (convert it to UTF-8)")
+    found = _LONE_SURROGATE.search(text)
+    if found:  # json.loads joins a valid pair into one character: any surrogate left is half of one
+        raise BadLine(f"a lone surrogate (U+{ord(found.group()):04X}) in the {what} at position {found.start()}: "
+                      "half of a UTF-16 pair, which is no character (fix the escapes of the JSON that holds it)")
     return text
 
 

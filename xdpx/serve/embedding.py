@@ -18,6 +18,7 @@ def embed_inputs(predictor: Any, items: list[Any]) -> list[dict[str, Any] | BadI
     """``{"embedding": [...]}`` per text, or the BadInput that says why an input has none (the batcher of
     /embed calls it in the model thread, as /predict's)."""
     from xdpx.data.errors import BadLine
+    from xdpx.data.loading import check_text
 
     processor = predictor.loaded.processor
     samples, results = [], []
@@ -26,7 +27,7 @@ def embed_inputs(predictor: Any, items: list[Any]) -> list[dict[str, Any] | BadI
             results.append(BadInput("an input of /embed is one non-empty text (a JSON string)"))
             continue
         try:
-            sample = processor.encode([item.strip()])
+            sample = processor.encode([check_text(item.strip())])
         except BadLine as e:
             results.append(BadInput(str(e)))
             continue

@@ -52,6 +52,7 @@ class Predictor:
     def encode(self, item: Any) -> dict[str, Any]:
         """A sample from a line of the training format (str) or the list of a sample's texts."""
         from xdpx.data.errors import BadLine
+        from xdpx.data.loading import check_text
 
         processor = self.loaded.processor
         try:
@@ -71,6 +72,8 @@ class Predictor:
             else:
                 raise BadLine(f"an input is a string (a line in the training format) or a list of "
                               f"{processor.num_texts} string(s), got {type(item).__name__}")
+            for text in texts:  # the loader checked a line's columns; a request's own strings are checked here
+                check_text(text)
             sample = processor.encode(texts)
         except BadLine as e:
             raise BadInput(str(e)) from None
