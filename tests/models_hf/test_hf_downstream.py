@@ -95,6 +95,21 @@ def test_hub_name_resolves_from_the_local_cache_and_a_missing_one_says_what_to_d
     err = capsys.readouterr().err
     assert "hf download tiny-org/absent" in err and "Traceback" not in err
 
+    # x-prepro's tokenizer_dir: the same lookup (a Hub name in the cache works) and the same message
+    data = prepro(tmp_path, "hub_data", data_source=str(SAMPLES / "polarity"), processor="hf_single", loader="single",
+                  text_column=1, label_column=0, tokenizer_dir="tiny-org/tiny-electra", max_len=40)
+    assert (data / "tokenizer.json").read_bytes() == (snapshot / "tokenizer.json").read_bytes()
+    absent = tmp_path / "absent_prepro.hjson"
+    absent.write_text(json.dumps({"data_dir": str(tmp_path / "absent_data"), "data_source": str(SAMPLES / "polarity"),
+                                  "processor": "hf_single", "loader": "single", "text_column": 1, "label_column": 0,
+                                  "tokenizer": "auto", "tokenizer_dir": "tiny-org/absent", "max_len": 40}))
+    capsys.readouterr()
+    assert run_chain(["x-prepro", str(absent), "--dry"]) == 2
+    err = capsys.readouterr().err
+    assert "key 'tokenizer_dir'" in err and "hf download tiny-org/absent" in err, err
+    assert "point tokenizer_dir at the model's folder" in err and "Traceback" not in err
+    assert not (tmp_path / "absent_data").exists()
+
 
 def test_config_errors_name_the_fix(hf_models, hf_polarity, tmp_path, capsys):
     config = {"__parent__": "${data_dir}/meta", "data_dir": str(hf_polarity["deberta-v2"]),

@@ -9,6 +9,8 @@ from functools import lru_cache
 from typing import Any
 
 from xdpx import io
+from xdpx.data.tokenizing import tokenizer_folder
+from xdpx.errors import UserError
 
 TOKEN_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 
@@ -36,6 +38,12 @@ def special_token_default(key: str, fallback: str) -> Any:
 
     def default(args: Any) -> str:
         folder = args.get("tokenizer_dir") if args.get("tokenizer") == "auto" else None
-        return special_tokens(folder).get(key, fallback) if folder else fallback
+        if not folder:
+            return fallback
+        try:
+            folder = tokenizer_folder(folder)
+        except UserError:  # a Hub name the cache lacks: x-prepro's check of tokenizer_dir says so, once
+            return fallback
+        return special_tokens(folder).get(key, fallback)
 
     return default

@@ -14,7 +14,9 @@ from xdpx.config.ranges import at_least, exactly
 from xdpx.data.errors import MAX_BAD_FRACTION
 from xdpx.data.meta import PROCESSING_OPTIONS
 from xdpx.data.splits import same_folder
+from xdpx.data.tokenizing import tokenizer_dir_problem
 from xdpx.errors import UserError
+from xdpx.io import writer_lock
 from xdpx.io.credentials import redact
 
 
@@ -96,6 +98,7 @@ PREPRO_OPTIONS = [
          keys=("tokenizer", "vocab_file")),
     Rule(lambda a: a.tokenizer != "auto" or a.tokenizer_dir, "tokenizer 'auto' needs tokenizer_dir",
          keys=("tokenizer",)),
+    Rule(lambda a: tokenizer_dir_problem(a) is None, tokenizer_dir_problem, keys=("tokenizer_dir",)),
 ]
 
 
@@ -115,14 +118,18 @@ class PreproCommand(Command):
         from xdpx.data.errors import BadLine
         from xdpx.data.pipeline import Prepro, PreproError, plan
 
+        # one writer per data_dir: a second x-prepro (or the same one run twice) is refused, naming the first
+        where = f"{args.source('data_dir')}: key 'data_dir': x-prepro refuses to write {redact(args.data_dir)!r}"
         try:
             if dry:
+                writer_lock.refuse_if_held(args.data_dir, where)
                 splits, existing = plan(args)
                 for split, files in splits:
                     print(redact(f"# split {split}: {', '.join(files)}"))  # remote paths: credentials masked
                 if existing:
                     print(f"# {redact(args.data_dir)} already holds {sorted(existing.get('data_size') or {})}: kept")
                 return
+            writer_lock.hold(args.data_dir, "x-prepro", where)  # released when the run ends (chain.py)
             Prepro(args).run()
         except (PreproError, BadLine) as e:
             raise UserError(str(e)) from None

@@ -11,9 +11,12 @@ import os
 import re
 from typing import Any
 
+from xdpx import io
 from xdpx.config.options import Option
 from xdpx.data import tokenizers
 from xdpx.errors import UserError
+from xdpx.models.checkpoints import CheckpointError
+from xdpx.models.hf_hub import local_pretrained
 from xdpx.utils.optional import require
 
 
@@ -95,8 +98,6 @@ class BertTokenizer(Tokenizer):
         super().__init__(args, vocab_path)
         from tokenizers import BertWordPieceTokenizer
 
-        from xdpx import io
-
         if not vocab_path:
             raise UserError("tokenizer 'bert' needs vocab_file: the vocab.txt of the BERT model")
         self.vocab_path = vocab_path
@@ -122,6 +123,31 @@ class BertTokenizer(Tokenizer):
         return sorted(vocab, key=vocab.__getitem__)
 
 
+def tokenizer_folder(path: str) -> str:
+    """The folder ``tokenizer_dir`` names: itself, or the cached snapshot of a Hub name; the same lookup and
+    the same message as pretrained_model (a UserError naming the key when the cache holds no such model)."""
+    try:
+        return local_pretrained(path, "tokenizer_dir")
+    except CheckpointError as e:
+        raise UserError(f"key 'tokenizer_dir': {e}") from None
+
+
+def tokenizer_dir_problem(args: Any) -> str | None:
+    """Why x-prepro's tokenizer_dir cannot serve ``tokenizer: auto`` (None when it can): checked before any work."""
+    if args.get("tokenizer") != "auto" or not args.get("tokenizer_dir"):
+        return None
+    try:
+        folder = tokenizer_folder(args.tokenizer_dir)
+    except UserError as e:
+        return str(e)
+    if not io.exists(folder):
+        return f"key 'tokenizer_dir': path {args.tokenizer_dir!r} does not exist"
+    if not io.exists(io.join(folder, "tokenizer.json")):
+        return (f"key 'tokenizer_dir': {args.tokenizer_dir!r} holds no tokenizer.json (tokenizer 'auto' reads a fast tokenizer: save one "
+                "with AutoTokenizer.from_pretrained(...).save_pretrained(folder))")
+    return None
+
+
 @tokenizers.register("auto")
 class AutoTokenizer(Tokenizer):
     """Any Hugging Face fast tokenizer: a directory holding tokenizer.json (e.g. a downloaded model).
@@ -129,19 +155,19 @@ class AutoTokenizer(Tokenizer):
     ``lower`` does not apply: the tokenizer's own normalizer decides.
     """
 
-    options = [Option("tokenizer_dir", str, default=None, path="input",
-                      doc="directory with tokenizer.json (x-prepro); later runs read data_dir/tokenizer.json")]
+    options = [Option("tokenizer_dir", str, default=None,
+                      doc="directory with tokenizer.json, or a Hugging Face Hub name held in the local cache "
+                          "(x-prepro; found as pretrained_model is); later runs read data_dir/tokenizer.json")]
     has_own_vocab = True
 
     def __init__(self, args: Any, vocab_path: str | None = None) -> None:
         super().__init__(args, vocab_path)
         from tokenizers import Tokenizer as HFTokenizer
 
-        from xdpx import io
-
         candidates = [io.join(os.path.dirname(vocab_path) or ".", "tokenizer.json")] if vocab_path else []
-        if args.get("tokenizer_dir"):
-            candidates.append(io.join(args.tokenizer_dir, "tokenizer.json"))
+        # data_dir's copy first; tokenizer_dir (x-prepro's, perhaps a Hub name) is looked up only without one
+        if args.get("tokenizer_dir") and not any(io.exists(c) for c in candidates):
+            candidates.append(io.join(tokenizer_folder(args.tokenizer_dir), "tokenizer.json"))
         found = [c for c in candidates if io.exists(c)]
         if not found:
             raise UserError(f"tokenizer 'auto': no tokenizer.json in {candidates or 'tokenizer_dir (not set)'}")

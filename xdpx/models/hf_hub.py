@@ -1,5 +1,5 @@
-"""``pretrained_model`` as a Hugging Face Hub name (``FacebookAI/roberta-base``), resolved from the local cache
-only, and the config.json of a transformers model folder. Imports neither torch nor transformers at
+"""``pretrained_model`` (and x-prepro's ``tokenizer_dir``) as a Hugging Face Hub name (``FacebookAI/roberta-base``),
+resolved from the local cache only, and the config.json of a transformers model folder. Imports neither torch nor transformers at
 module level, so ``x-train --dry`` can check a pretrained_model without them.
 
 A name resolves when the machine's Hugging Face cache (``HF_HOME``, ``HF_HUB_CACHE``) holds a snapshot of it:
@@ -32,15 +32,16 @@ def looks_like_hub_name(path: str) -> bool:
 
 
 @lru_cache(maxsize=32)
-def local_pretrained(path: str) -> str:
+def local_pretrained(path: str, key: str = "pretrained_model") -> str:
     """``path`` itself when it exists (or is remote or an alias); a cached Hub snapshot folder for a Hub name.
 
-    Raises :class:`CheckpointError` (one line: what to do) for a Hub name the cache does not hold."""
+    Raises :class:`CheckpointError` (one line: what to do) for a Hub name the cache does not hold. ``key``
+    is the option the path came from (pretrained_model, x-prepro's tokenizer_dir): the message names it."""
     if io.is_remote(path) or "<" in path or io.exists(path) or not looks_like_hub_name(path):
         return path
     from xdpx.utils.optional import require
 
-    require("transformers", f"pretrained_model {path!r} (a Hugging Face Hub name)")
+    require("transformers", f"{key} {path!r} (a Hugging Face Hub name)")
     import huggingface_hub
     from huggingface_hub.errors import LocalEntryNotFoundError
     from huggingface_hub.utils import HFValidationError
@@ -52,7 +53,7 @@ def local_pretrained(path: str) -> str:
         raise CheckpointError(
             f"{path!r} is no local folder or file, and the Hugging Face cache ({cache}) holds no model of that "
             f"name; nothing is downloaded at run time: download it on a machine with network "
-            f"(`hf download {path}`) and copy the cache (HF_HOME) here, or point pretrained_model at the "
+            f"(`hf download {path}`) and copy the cache (HF_HOME) here, or point {key} at the "
             "model's folder (config.json, weights, tokenizer files)") from None
 
 
