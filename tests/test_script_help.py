@@ -31,3 +31,26 @@ def test_help_after_other_arguments_is_still_help(tmp_path: Path, capsys, monkey
     assert x_script(["clean_checkpoints", "runs", "--help"]) == 0
     assert "clean_checkpoints" in capsys.readouterr().out
     assert os.listdir(tmp_path) == ["runs"] and os.listdir(tmp_path / "runs") == []
+
+
+@pytest.mark.parametrize("name", sorted(scripts.names()))
+def test_every_tool_gives_its_usage_as_typed(name: str, capsys) -> None:
+    # the exports' help is their command's (CONFIG, --dry, stdin): typed as `x-script export_hf`, not `export_hf`
+    assert x_script([name, "--help"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    usages = [line for line in lines if line.startswith("usage:")]
+    assert usages and all(line.startswith(f"usage: x-script {name} ") for line in usages), usages
+    commands_typed = [line.strip() for line in lines if line.strip().startswith((f"{name} ", f"{name}\t"))]
+    assert commands_typed == [], f"lines that give the command without x-script: {commands_typed}"
+
+
+@pytest.mark.parametrize("name", sorted(scripts.names()))
+def test_the_tool_list_gives_a_whole_summary(name: str, capsys) -> None:
+    # `x-script --help` lists the first line of each tool's docstring: that line must be its whole first
+    # paragraph, a sentence (aggregate_results and merge_lora were cut mid-sentence)
+    assert x_script(["--help"]) == 0
+    listed = {line.split()[0]: line.split(None, 1)[1] for line in capsys.readouterr().out.splitlines()[3:]}
+    doc = (scripts.get(name).__doc__ or "").strip()
+    first_paragraph = doc.split("\n\n")[0]
+    assert "\n" not in first_paragraph, f"{name}: the summary runs over several lines: {first_paragraph!r}"
+    assert listed[name] == first_paragraph and listed[name].endswith("."), listed[name]

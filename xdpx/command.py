@@ -6,6 +6,7 @@ every run against those options before any work, then calls :meth:`Command.run` 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -88,6 +89,11 @@ class Command:
     def run(self, args: Args, dry: bool = False) -> None:
         raise NotImplementedError
 
+    def running(self, dry: bool) -> contextlib.AbstractContextManager[Any]:
+        """What holds from the start of one config file's step, before the config is read, to its end
+        (xdpx.chain.run_chain): nothing by default; x-train notes preemption signals from there on."""
+        return contextlib.nullcontext()
+
     def outputs(self, args: Args) -> list[Output]:
         """What a run writes, each checked before any work (xdpx.io.ownership). Default: every option declared
         with ``path="output"``; a folder the command fills when its name ends in ``_dir`` (every folder
@@ -120,21 +126,23 @@ def usage(name: str) -> str:
     arguments and flags, where its options are listed, one example."""
     command = get_command(name)
     summary = " ".join((type(command).__doc__ or "").split())
-    example = command.example or f"{name} config.hjson --dry"
+    # a command that is also an x-script tool (the exports) is typed as `x-script NAME`
+    typed = f"x-script {name}" if name in scripts else name
+    example = command.example or f"{typed} config.hjson --dry"
     where = [(f"x-script options {name}", "the table of the options active by default"),
              (f"x-script options {name} key: value ...", "... once a choice switches others on (e.g. model: re2)"),
              (f"docs/options/{name}.md", "every option, its default and the condition that enables it"),
              ("docs/config.md", "the config syntax: __parent__, loops, ${...}, __def__")]
     width = max(len(left) for left, _ in where) + 3
     options = "\n".join(f"  {left.ljust(width)}{right}" for left, right in where)
-    return f"""usage: {name} CONFIG [CONFIG ...] [--dry] [-h] [x-OTHER CONFIG ...]
+    return f"""usage: {typed} CONFIG [CONFIG ...] [--dry] [-h] [x-OTHER CONFIG ...]
 
 {summary}
 
 arguments:
   CONFIG        a config file (hjson or json; a local or remote path) whose keys are {name}'s options;
                 several files run one after the other; `-` reads the config from standard input:
-                  {name} - <<EOF
+                  {typed} - <<EOF
                   {{ ... }}
                   EOF
   x-OTHER ...   further commands of a chain, each with its configs; the chain stops at the first failure

@@ -159,8 +159,10 @@ def aggregate_folds(roots: list[str], keywords: list[str]) -> list[list[str]]:
 
 @script("aggregate_results")
 def main(argv: list[str]) -> int:
-    """One TSV row per run below ROOT(s): best score and step, status; --full adds speed and hyperparameters;
-    --folds: one row per cross-validation loop, mean +- std of its folds' best scores."""
+    """One TSV row per run below ROOT(s): best score and step, status (--full: speed, hyperparameters).
+
+    --full adds speed and hyperparameters; --folds gives one row per cross-validation loop, mean +- std of
+    its folds' best scores."""
     roots, keywords, full = parse_argv(argv)
     table = aggregate_folds(roots, keywords) if "--folds" in argv else aggregate(roots, keywords, full)
     if len(table) == 1:

@@ -92,9 +92,10 @@ def parse(argv: list[str]) -> tuple[str, int | None, int | None, str | None]:
 
 @script(TOOL)
 def main(argv: list[str]) -> int:
-    """Average the N latest (--last N) or the K best (--best K, by the major metric of valid.log.tsv)
-    checkpoints of an x-train run into one weights checkpoint (--out, default SAVE_DIR/averaged-last-N.pt
-    or averaged-best-K.pt) that x-eval, x-pred and the exports accept."""
+    """Average the N latest or the K best checkpoints of an x-train run into one weights checkpoint.
+
+    --last N or --best K (by the major metric of valid.log.tsv); --out, default SAVE_DIR/averaged-last-N.pt
+    or averaged-best-K.pt; x-eval, x-pred and the exports accept the result."""
     from xdpx.models.checkpoints import save_torch
 
     save_dir, last, best, out = parse(argv)

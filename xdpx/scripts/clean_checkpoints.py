@@ -91,7 +91,7 @@ USAGE = "usage: x-script clean_checkpoints ROOT [--dry]"
 
 @script("clean_checkpoints")
 def main(argv: list[str]) -> int:
-    """Delete all but the best and the last checkpoint of every run below ROOT: clean_checkpoints ROOT [--dry]."""
+    """Delete all but the best and the last checkpoint of every run below ROOT: x-script clean_checkpoints ROOT [--dry]."""
 
     dry = "--dry" in argv
     roots = [a for a in argv if a != "--dry"]

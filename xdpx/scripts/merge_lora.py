@@ -101,9 +101,10 @@ def parse(argv: list[str]) -> tuple[str, str, str | None, str | None]:
 
 @script(TOOL)
 def main(argv: list[str]) -> int:
-    """Merge the LoRA adapters of an x-train run (--checkpoint, default <best>) into a plain model, checked
-    against the adapters on real samples (<= 1e-5), and write it to OUT_DIR as a run directory that x-eval,
-    x-pred, x-serve and the exports load like any run."""
+    """Merge the LoRA adapters of an x-train run into a plain model, written to OUT_DIR as a run directory.
+
+    The checkpoint is --checkpoint (default <best>); the merged model is checked against the adapters on real
+    samples (<= 1e-5), and x-eval, x-pred, x-serve and the exports load OUT_DIR like any run."""
     from xdpx.inference.loading import load_model, run_options
 
     save_dir, out, checkpoint, data_dir = parse(argv)
