@@ -84,6 +84,7 @@ def test_hub_name_resolves_from_the_local_cache_and_a_missing_one_says_what_to_d
     save_dir = train(tmp_path, "run", hf_polarity["electra"], Path("tiny-org/tiny-electra"), max_update=2,
                      eval_interval=2)
     assert "loaded pretrained_model tiny-org/tiny-electra" in (save_dir / "log.txt").read_text()
+    assert "Loading weights" not in capsys.readouterr().err  # transformers' own bar stays out of x-train's output
     assert "'model_type': 'electra'" in (save_dir / "args.py").read_text()
 
     with pytest.raises(CheckpointError, match=r"hf download tiny-org/absent\b.*point pretrained_model at"):

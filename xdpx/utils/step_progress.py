@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 DEFAULT_SECONDS = 30.0  # between two lines when stderr is not a terminal
@@ -118,3 +120,19 @@ class Phases:
             return
         self.stream.write(f"{self.tool} [{_duration(time.monotonic() - self.started)}]: {phase}\n")
         self.stream.flush()
+
+
+@contextmanager
+def without_library_bars() -> Iterator[None]:
+    """transformers' own bars ("Loading weights", "Writing model shards") off while a model loads or saves:
+    in log.txt or a Slurm log each refresh of a bar is a line of noise; our own lines say what was loaded."""
+    # imported here: only callers that already loaded transformers use this, and x-prepro must not pay for it
+    from transformers.utils import logging as transformers_logging
+
+    was_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            transformers_logging.enable_progress_bar()

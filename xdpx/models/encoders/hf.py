@@ -28,6 +28,7 @@ from xdpx.models.lora import LORA_OPTIONS
 from xdpx.models.modules.dropout import Dropout
 from xdpx.models.parts import Encoder, Text, pooling_option
 from xdpx.utils.optional import require
+from xdpx.utils.step_progress import without_library_bars
 
 # model types whose pretraining trained the pooler (next-sentence or sentence-order prediction)
 TRAINED_POOLER = ("bert", "albert")
@@ -203,8 +204,9 @@ class HFEncoder(Encoder):
         if not (io.isdir(local) and io.exists(io.join(local, "config.json")) and not io.is_remote(local)):
             return False
         transformers = require("transformers", "the transformers encoder (encoder: hf)")
-        loaded = transformers.AutoModel.from_pretrained(local, config=self.model.config, local_files_only=True,
-                                                        dtype=torch.float32)
+        with without_library_bars():
+            loaded = transformers.AutoModel.from_pretrained(local, config=self.model.config, local_files_only=True,
+                                                            dtype=torch.float32)
         result = self.model.load_state_dict(loaded.state_dict(), strict=False)
         missing = list(result.missing_keys)
         if missing:
