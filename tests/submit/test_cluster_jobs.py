@@ -147,7 +147,7 @@ def test_a_grid_runs_as_a_job_array_equal_to_the_local_grid(slurm, reviews, tmp_
     assert rows[0][:3] == ["JOB", "STATE", "EXIT"]
     assert sorted(r[:3] for r in rows[1:5]) == [[f"{job_id}_{i}", "COMPLETED", "0:0"] for i in range(4)]
     assert f"run      {cluster / 'runs/lr0.003.f8'}" in status
-    code, by_folder, _ = x_submit_job(REPO, monkeypatch, capsys, "status", str(cluster / "runs/lr0.003.f8"))
+    code, by_folder, _ = x_submit_job(cluster, monkeypatch, capsys, "status", str(cluster / "runs/lr0.003.f8"))
     assert code == 0 and by_folder == status
     code, logs, _ = x_submit_job(cluster, monkeypatch, capsys, "logs", "runs/lr0.001.f4")
     assert code == 0

@@ -1,7 +1,7 @@
 """``x-submit status|cancel|logs JOB_ID|RUN_DIR``: follow a submitted job by its id or by a run folder it writes.
 
-A run folder is looked up in command_history.txt (history.py: the current folder's, then those of the
-folders above it), which records each submission's job id, log and run folders. Slurm is asked with
+A run folder is looked up in the current folder's command_history.txt (history.py: never a file of a
+folder above, which another user could plant), which records each submission's job id, log and run folders. Slurm is asked with
 ``scontrol show job`` (pending, running and recently ended jobs, array tasks one by one) and, for a job
 the controller no longer holds, ``sacct`` (where the cluster keeps accounting); ``scancel`` cancels.
 """
@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
-from xdpx.submit.history import Submission, find_submission
+from xdpx.submit.history import JOB_ID, HistoryError, Submission, find_submission
 from xdpx.submit.slurm import INSTALL_HINT
 
 JOB_COMMANDS = ("status", "cancel", "logs")
@@ -35,6 +35,9 @@ def job_command(name: str, argv: list[str]) -> int:
             print(cancel(job_id))
         else:
             print(job_logs(job_id, submission), end="")
+    except HistoryError as e:  # before Slurm is asked anything
+        print(f"x-submit: error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
     except UserError as e:
         print(f"x-submit: error: {e}", file=sys.stderr)
         return EXIT_FAILED
@@ -44,12 +47,12 @@ def job_command(name: str, argv: list[str]) -> int:
 def resolve_job(target: str) -> tuple[str, Submission | None]:
     """The job id that ``target`` names (an id, or a run folder recorded in command_history.txt)."""
     submission = find_submission(target)
-    if target.isdigit():
+    if JOB_ID.fullmatch(target):
         return target, submission
     if submission is None:
-        raise UserError(f"no submission in command_history.txt (of the current folder or the folders above "
-                        f"{target!r}) writes {target!r}: run this from the folder you ran x-submit from, or give "
-                        "the job id (`squeue --me` lists your jobs)")
+        raise UserError(f"no submission in command_history.txt of the current folder writes {target!r}: run "
+                        "this from the folder you ran x-submit from, or give the job id (`squeue --me` lists "
+                        "your jobs)")
     return submission.job_id, submission
 
 
