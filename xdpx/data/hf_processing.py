@@ -91,9 +91,19 @@ class HFPairProcessor(HFProcessor):
         a, b = len(ids[0]), len(ids[1])
         room = self.max_len - self.template.specials
         cut = a + b > room
-        while a + b > room:  # longest first, as transformers' truncation="longest_first"
-            if a >= b:
-                a -= 1
-            else:
-                b -= 1
+        if cut:
+            a, b = longest_first(a, b, room)
         return self.template.join([ids[0][:a], ids[1][:b]]), cut
+
+
+def longest_first(a: int, b: int, room: int) -> tuple[int, int]:
+    """The lengths two texts of ``a`` and ``b`` tokens keep in ``room``, as the tokenizers library's
+    truncation="longest_first" (what transformers' fast tokenizers do): a shorter text that fits in half the
+    room is kept whole, the longer one gets the rest; otherwise the shorter keeps ``room // 2`` and the longer
+    the rest, so on an odd room the spare token goes to the longer text (to the second on a tie)."""
+    if a + b <= room:
+        return a, b
+    half = room // 2
+    if a > b:
+        return (room - b, b) if b <= half else (room - half, half)
+    return (a, room - a) if a <= half else (half, room - half)
