@@ -62,6 +62,8 @@ CASES: list[tuple[str, str, Any, str, str]] = [
      "nothing matches 'test.txt'"),
     ("x-prepro", "unknown path scheme", {"data_dir": "nosuch://bucket/data"}, "data_dir", "nosuch://"),
     ("x-prepro", "negative min_len", {"min_len": -1}, "min_len", "must be >= 0"),
+    ("x-prepro", "empty data_dir", {"data_dir": ""}, "data_dir", "an empty path: name a folder"),
+    ("x-train", "empty save_dir", {"save_dir": ""}, "save_dir", "an empty path: name a folder"),
     ("x-train", "misspelt key", {"learning_rat": 1.0}, "learning_rat", "Did you mean 'learning_rate'?"),
     ("x-train", "learning_rate a string", {"learning_rate": "fast"}, "learning_rate", "expected float"),
     ("x-train", "unknown model", {"model": "cnn_cls"}, "model", "unknown model 'cnn_cls'"),
@@ -80,6 +82,8 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("x-eval", "save_dir and config", lambda c: {**c, "config": c["save_dir"] + "/../train.hjson"}, "config",
      "set exactly one of save_dir"),
     ("x-eval", "unknown valid_subset", {"valid_subset": "nosuch"}, "valid_subset", "is neither a split"),
+    ("x-eval", "a folder as valid_subset", lambda c: {**c, "valid_subset": c["save_dir"]}, "valid_subset",
+     "is a folder, not a file: name each file inside it"),
     ("x-eval", "misspelt key", {"valid_subsets": "dev"}, "valid_subsets", "Did you mean 'valid_subset'?"),
     ("x-eval", "unknown key in extra_config", {"extra_config": {"losss": "mse"}}, "losss", "Did you mean 'loss'?"),
     ("x-eval", "missing checkpoint", lambda c: {**c, "checkpoint": c["save_dir"] + "/checkpoint-999.pt"},
@@ -125,3 +129,47 @@ def test_data_dir_inside_data_source_never_reads_its_own_outputs(tmp_path: Path,
         code, _, err = run("x-prepro", config, capsys)
         assert code == 0, err
     assert hjson.loads((source / "bin" / "meta.hjson").read_text())["data_size"] == {"train": 40}
+
+
+@pytest.mark.parametrize("command,key,below", [("x-prepro", "data_dir", ""), ("x-train", "save_dir", ""),
+                                               ("x-train", "save_dir", "sub")])
+def test_a_dangling_symlink_as_output_folder_exits_2_and_creates_nothing(world: dict[str, Any], tmp_path: Path,
+                                                                         capsys: Any, command: str, key: str,
+                                                                         below: str) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "gone" / "target")  # --dry passed such a link, then os.makedirs failed at it
+    path = write_json(tmp_path / "case.hjson", {**world[command], key: str(link / below)})
+    code, out, err = run(command, path, capsys)
+    assert code == EXIT_CONFIG, (out, err)
+    assert f"{path}: key '{key}': {link} is a symbolic link to '{tmp_path / 'gone' / 'target'}', which does not " \
+           "exist: create its target, or choose another path" in err, err
+    assert not (tmp_path / "gone").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["case.hjson", "link"]
+
+
+def test_x_pred_refuses_a_folder_as_input_before_any_work(world: dict[str, Any], tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "inputs").mkdir()
+    (tmp_path / "inputs" / "a.txt").write_text("good film\n")
+    out = tmp_path / "pred.tsv"
+    config = write_json(tmp_path / "pred.hjson", {"save_dir": str(world["root"] / "run"), "cuda": False,
+                                                  "predict_file_map": {str(tmp_path / "inputs"): str(out)}})
+    code, stdout, err = run("x-pred", config, capsys)
+    assert code == EXIT_CONFIG, (stdout, err)
+    assert f"{config}: key 'predict_file_map': '{tmp_path / 'inputs'}' is a folder, not a file" in err, err
+    assert "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize("storage,message", [
+    ("nosuch://", "'nosuch://': SQLAlchemy has no database dialect or driver 'nosuch'"),
+    ("postgresql+nodriver://host/db", "no database dialect or driver 'postgresql+nodriver'"),
+    ("not a url", "'not a url' is not a database URL")])
+def test_x_tune_refuses_a_storage_that_is_no_database_url_and_leaves_no_study_folder(
+        world: dict[str, Any], tmp_path: Path, capsys: Any, storage: str, message: str) -> None:
+    write_json(tmp_path / "space.hjson", {"learning_rate": {"type": "float", "values": [1e-3, 1e-2]}})
+    write_json(tmp_path / "train.hjson", world["x-train"])
+    config = write_json(tmp_path / "tune.hjson", {
+        "space_config": "space", "base_config": "train", "save_dir": str(tmp_path / "study"), "storage": storage,
+        "max_trials": 1, "assess_start_step": 1, "assess_interval": 1})
+    code, out, err = run("x-tune", config, capsys)
+    assert code == EXIT_CONFIG, (out, err)
+    assert f"{config}: key 'storage': " in err and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "study").exists()

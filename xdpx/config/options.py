@@ -402,6 +402,11 @@ def _check_paths(args: Args, declared: dict[str, tuple[Option, str]], where: Cal
     errors = []
     for name, (option, _grp) in declared.items():
         value = args.get(name)
+        if option.path == "output" and isinstance(value, str):
+            problem = io.output_path_problem(value)
+            if problem:
+                errors.append(f"{where(name)}: key '{name}': {problem}")
+                continue
         if option.path is None or not isinstance(value, str) or not value:
             continue
         try:

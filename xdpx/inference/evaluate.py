@@ -51,12 +51,15 @@ def subset_names(value: str | list[str]) -> list[str]:
 def locate(name: str, data_dir: str, key: str, where: str, run_args: Any = None) -> Any:
     """A split name (kept as a str) or the raw source ``name`` names (a table's columns picked by the
     ``fields`` of ``run_args``, the run's options); ConfigError when it is neither."""
-    from xdpx.inference.sources import open_raw
+    from xdpx.inference.sources import is_sql_url, open_raw, table_kind
     from xdpx.train.checks import available_splits
 
     splits = available_splits(data_dir) if data_dir and io.isdir(data_dir) else []
     if name in splits:
         return name
+    if not is_sql_url(name) and io.isdir(name) and table_kind(name) is None:
+        raise ConfigError(f"{where}: key '{key}': {name!r} is a folder, not a file: name each file inside it (a "
+                          "folder is read only when it is a datasets save_to_disk folder)")
     source = open_raw(name, run_args)
     if source is None:
         raise ConfigError(f"{where}: key '{key}': {name!r} is neither a split of the run's data_dir {data_dir} "

@@ -226,6 +226,27 @@ def _probe_remote_dir(url: str) -> bool:
             pass
 
 
+def output_path_problem(path: PathLike) -> str | None:
+    """Why nothing can be written at ``path``, whatever is there, or None: an empty path (it would name the
+    working directory or nothing, by backend), or, locally, a symbolic link on the way that points to
+    nothing (os.makedirs stops at it). Commands check it before any work, so ``--dry`` finds it."""
+    url = to_str(path)
+    if not url.strip():
+        return "an empty path: name a folder (or file) to write"
+    if is_remote(url):
+        return None
+    current = os.path.abspath(local_path(url))
+    while not os.path.exists(current):
+        if os.path.islink(current):
+            return (f"{current} is a symbolic link to {os.readlink(current)!r}, which does not exist: create its "
+                    "target, or choose another path")
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+    return None
+
+
 def is_writable(path: PathLike) -> bool:
     """Whether a file or directory at ``path`` could be written (created, or replaced if it exists).
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xdpx import io
 from xdpx.config.options import Option, Rule, exclusive
 from xdpx.config.ranges import above, any_number, at_least, exactly, in_range
 from xdpx.optim.bmuf import BMUF_OPTIONS
@@ -185,6 +186,8 @@ TRAIN_OPTIONS: list[Any] = [
     exclusive("overwrite", "auto_suffix"),
     Rule(lambda a: not a.tensorboard or installed("tensorboard"), missing_message("tensorboard", "tensorboard: true"),
          keys=("tensorboard",)),
+    Rule(lambda a: not isinstance(a.save_dir, str) or io.output_path_problem(a.save_dir) is None,
+         lambda a: f"key 'save_dir': {io.output_path_problem(a.save_dir)}", keys=("save_dir",)),
     Rule(lambda a: not (a.tensorboard and "://" in str(a.save_dir)),
          "tensorboard: true writes event files to a local save_dir only", keys=("tensorboard", "save_dir")),
     exclusive("fp16", "bf16"),

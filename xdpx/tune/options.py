@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from xdpx import io
 from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import any_number, at_least, in_range
+from xdpx.tune.study import storage_problem
 
 TUNERS = ("tpe", "random")
 PRUNERS = ("hyperband", "successive_halving", "percentile", "none")
@@ -79,6 +81,10 @@ TUNE_OPTIONS: list[Any] = [
     Option("max_retries", int, default=1, validate=at_least(0),
            doc="(addition) how many times an interrupted trial (killed x-tune, lost machine) is run again "
                "with the same values; a trial that fails by itself (error, NaN) is not retried"),
+    Rule(lambda a: not isinstance(a.save_dir, str) or io.output_path_problem(a.save_dir) is None,
+         lambda a: f"key 'save_dir': {io.output_path_problem(a.save_dir)}", keys=("save_dir",)),
+    Rule(lambda a: storage_problem(a.storage) is None, lambda a: storage_problem(a.storage) or "",
+         keys=("storage",)),
     Rule(_keeps_at_most_half,
          "cull_keep_ratio above 0.5 needs pruner: percentile (hyperband and successive_halving halve at "
          "least: their reduction factor round(1 / cull_keep_ratio) must be >= 2); or set cull_keep_ratio <= 0.5",

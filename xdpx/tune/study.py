@@ -36,6 +36,28 @@ def storage_url(storage: str | None, save_dir: str) -> str:
     return "sqlite:///" + io.abspath(io.join(save_dir, STUDY_DB))
 
 
+def storage_problem(storage: str | None) -> str | None:
+    """Why ``storage`` cannot be a database URL (checked before any work, so a typo leaves no study folder
+    behind), or None. Only the URL and its dialect are checked here; a missing driver or an unreachable
+    server are found when the storage is opened."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    if storage is None:
+        return None
+    example = "e.g. postgresql://user@host:5432/db or sqlite:////abs/path/study.db; null: save_dir/study.db"
+    try:
+        make_url(storage).get_dialect()
+    except NoSuchModuleError:  # a subclass of ArgumentError: first
+        scheme = storage.split("://", 1)[0]
+        return f"key 'storage': {redact_url(storage)!r}: SQLAlchemy has no database dialect or driver {scheme!r} ({example})"
+    except ArgumentError:
+        return f"key 'storage': {redact_url(storage)!r} is not a database URL ({example})"
+    except ImportError as error:  # a dialect whose module fails to import
+        return f"key 'storage': {redact_url(storage)!r}: {error}"
+    return None
+
+
 def redact_url(url: str) -> str:
     """The URL without its password, for messages."""
     from sqlalchemy.engine import make_url
