@@ -109,7 +109,7 @@ def test_bad_io_config_file_errors_are_clear_and_redacted(tmp_path, monkeypatch)
     with pytest.raises(ValueError) as e:
         xio.configure(str(bad))
     assert str(bad) in str(e.value) and SECRET not in str(e.value)
-    with pytest.raises(FileNotFoundError, match="io config file not found"):
+    with pytest.raises(ValueError, match="io config file not found"):
         xio.configure(str(tmp_path / "missing.hjson"))
     with pytest.raises(ValueError, match="options for 's3' must be a mapping"):
         xio.configure({"s3": "not a dict"})  # type: ignore[dict-item]

@@ -173,3 +173,31 @@ def test_x_tune_refuses_a_storage_that_is_no_database_url_and_leaves_no_study_fo
     assert code == EXIT_CONFIG, (out, err)
     assert f"{config}: key 'storage': " in err and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "study").exists()
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "XDPX_IO_CONFIG: io config file not found: {path}"),
+    ("{s3: {endpoint_url: http://x\n", "XDPX_IO_CONFIG: io config {path} is not valid hjson/json"),
+    ("[1, 2]", "io config from {path} (named by XDPX_IO_CONFIG) must map protocol -> options, got list"),
+    ("folder", "XDPX_IO_CONFIG: io config {path} cannot be read: Is a directory")])
+def test_a_bad_io_config_file_is_one_line_naming_it_before_any_work(world: dict[str, Any], tmp_path: Path,
+                                                                    capsys: Any, monkeypatch: Any,
+                                                                    content: str | None, message: str) -> None:
+    """XDPX_IO_CONFIG is read when a remote path is first used: here x-prepro's check of an s3:// data_dir."""
+    from xdpx import io
+
+    path = tmp_path / "io.hjson"
+    if content == "folder":
+        path.mkdir()
+    elif content is not None:
+        path.write_text(content)
+    monkeypatch.setenv("XDPX_IO_CONFIG", str(path))
+    io.reset_storage_options()  # forget a config read before
+    monkeypatch.setattr(io.credentials, "_file_layer", None)
+    config = write_json(tmp_path / "case.hjson", {**world["x-prepro"], "data_dir": "s3://bucket/data"})
+    try:
+        code, out, err = run("x-prepro", config, capsys)
+    finally:
+        io.reset_storage_options()
+    assert code == EXIT_CONFIG, (out, err)
+    assert f"{config}: key 'data_dir': {message.format(path=path)}" in err and len(err.strip().splitlines()) == 1, err

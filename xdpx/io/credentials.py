@@ -20,6 +20,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from xdpx.errors import UserError
 from xdpx.utils.optional import PACKAGES, MissingPackage, missing_message
 
 from .buckets import CREDENTIAL_OPTIONS, bucket_options
@@ -82,6 +83,12 @@ _PARAMETER = re.compile(r"([?&;])([A-Za-z_][\w.\-]*)=([^&#;\s'\"]*)")
 HANDOFF_ENV = "XDPX_MASKED_CREDENTIALS"
 
 
+class IoConfigError(UserError, ValueError):
+    """An io config (the file named by XDPX_IO_CONFIG, or one given to :func:`configure`) that cannot be used:
+    one line naming the file, never a traceback. A ValueError too, so a config's path check (which takes a
+    ValueError for a path the io layer cannot read) reports it against the key whose path needed it."""
+
+
 def _canonical(protocol: str) -> str:
     protocol = protocol.lower().rstrip(":/")
     return CANONICAL_PROTOCOL.get(protocol, protocol)
@@ -89,38 +96,43 @@ def _canonical(protocol: str) -> str:
 
 def _validate(config: Any, source: str) -> dict[str, dict[str, Any]]:
     if not isinstance(config, Mapping):
-        raise ValueError(f"io config from {source} must map protocol -> options, got {type(config).__name__}")
+        raise IoConfigError(f"io config from {source} must map protocol -> options, got {type(config).__name__}")
     out: dict[str, dict[str, Any]] = {}
     for proto, opts in config.items():
         if not isinstance(opts, Mapping):
-            raise ValueError(
+            raise IoConfigError(
                 f"io config from {source}: options for {proto!r} must be a mapping, got {type(opts).__name__}"
             )
         out.setdefault(_canonical(str(proto)), {}).update(copy.deepcopy(dict(opts)))
     return out
 
 
-def _read_config_file(path: PathLike) -> dict[str, dict[str, Any]]:
+def _read_config_file(path: PathLike, named_by: str = "") -> dict[str, dict[str, Any]]:
+    """The options of an io config file; ``named_by`` (XDPX_IO_CONFIG) is where its name came from."""
     # The config is local by design: the credentials to reach a remote one would have to come from it.
     fname = os.path.expanduser(to_str(path))
+    where = f"{named_by}: " if named_by else ""
     try:
         with builtins.open(fname, encoding="utf-8") as f:
             text = f.read()
     except FileNotFoundError:
-        raise FileNotFoundError(f"io config file not found: {fname}") from None
+        raise IoConfigError(f"{where}io config file not found: {fname}") from None
+    except (OSError, UnicodeDecodeError) as e:  # a folder, no permission, not a text file
+        raise IoConfigError(f"{where}io config {fname} cannot be read: {e.strerror if isinstance(e, OSError) else e}"
+                            ) from None
     try:
         data = json.loads(text)
     except ValueError:
         try:
             import hjson
         except ImportError:
-            raise ValueError(f"io config {fname} is not valid JSON (install hjson to use hjson)") from None
+            raise IoConfigError(f"{where}io config {fname} is not valid JSON (install hjson to use hjson)") from None
         try:
             data = hjson.loads(text)
         except Exception as e:  # hjson raises its own error types
             # The parser message may quote the offending line, which can hold a secret.
-            raise ValueError(f"io config {fname} is not valid hjson/json: {redact(str(e))}") from None
-    return _validate(data, fname)
+            raise IoConfigError(f"{where}io config {fname} is not valid hjson/json: {redact(str(e))}") from None
+    return _validate(data, f"{fname} (named by {named_by})" if named_by else fname)
 
 
 def _file_options() -> dict[str, dict[str, Any]]:
@@ -128,7 +140,7 @@ def _file_options() -> dict[str, dict[str, Any]]:
     with _lock:
         if _file_layer is None:
             env = os.environ.get("XDPX_IO_CONFIG")
-            _file_layer = _read_config_file(env) if env else {}
+            _file_layer = _read_config_file(env, "XDPX_IO_CONFIG") if env else {}
         return _file_layer
 
 
