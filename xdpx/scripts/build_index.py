@@ -4,8 +4,10 @@
 SAVE_DIR is an x-train run of model bi_encoder or bert_bi_encoder (its ``--checkpoint``: ``<best>``,
 ``<last>`` or a file). TEXTS holds one text per line; with ``--column N`` it is tab-separated and column N
 (0-based) is the text (e.g. the positives of a retrieval split: ``--column 1``). Each text is encoded on its
-own with the run's processor, as x-serve's POST /embed does. The text's id is its number among the
-non-empty lines (0-based). ``--backend``: faiss (faiss-cpu, the ``faiss`` extra), numpy (a matrix with the
+own with the run's processor, as x-serve's POST /embed does. The text's id is its line number minus 1
+(0-based): a blank line before more texts is refused (it would shift every later id off its line), blank
+lines at the end are ignored. index.json stores the run, checkpoint and TEXTS as absolute paths, so that
+search finds them from any folder. ``--backend``: faiss (faiss-cpu, the ``faiss`` extra), numpy (a matrix with the
 same interface and the same answers), auto (faiss when installed). OUT_DIR gets index.json, the vectors and
 texts.tsv (xdpx/scripts/vector_index.py); query it with x-script search.
 """
@@ -29,18 +31,26 @@ USAGE = ("usage: x-script build_index SAVE_DIR TEXTS OUT_DIR [--checkpoint <best
 def read_texts(path: str, column: int | None) -> list[str]:
     if not io.exists(path):
         raise UserError(f"{path} does not exist: give a file of texts, one per line")
-    texts = []
+    texts: list[str] = []
+    blank = None  # the first blank line not yet followed by a text
     with io.open(path) as f:
         for number, line in enumerate(f, start=1):
             line = line.rstrip("\r\n")
             if not line.strip():
+                blank = blank or number
                 continue
+            if blank is not None:
+                raise UserError(f"{path}:{blank}: a blank line before more texts: the id of a text is its line "
+                                "number minus 1, and a skipped line would shift the ids after it; remove the blank "
+                                "line(s)")
             if column is not None:
                 cells = line.split("\t")
                 if column >= len(cells):
                     raise UserError(f"{path}:{number}: {len(cells)} column(s), no column {column} (--column counts "
                                     "from 0)")
                 line = cells[column]
+                if not line.strip():
+                    raise UserError(f"{path}:{number}: column {column} is empty: every line needs a text")
             texts.append(line.strip())
     if not texts:
         raise UserError(f"{path}: no text in it")
@@ -103,8 +113,9 @@ def main(argv: list[str]) -> int:
     vectors = embed_texts(predictor, texts)
     index = new_index(str(flags["backend"]), vectors.shape[1])
     index.add(vectors)
-    save_index(out_dir, index, texts, {"save_dir": save_dir, "checkpoint": str(checkpoint), "texts": texts_path,
-                                       "column": column, "metric": "inner_product"})
+    # absolute: search may run from another folder than this one (remote paths stay as they are)
+    save_index(out_dir, index, texts, {"save_dir": io.abspath(save_dir), "checkpoint": io.abspath(str(checkpoint)),
+                                       "texts": io.abspath(texts_path), "column": column, "metric": "inner_product"})
     claim("build_index", out_dir)
     print(f"build_index: {len(texts)} texts of {texts_path} -> {out_dir} ({index.backend}, dim {index.dim}) in "
           f"{time.time() - started:.1f}s")

@@ -4,11 +4,13 @@ an index written by x-script build_index.
 The queries (the words after INDEX_DIR, each one query, and the lines of ``--queries``) are embedded with
 the run and checkpoint that built the index, each on its own, then searched (inner product of the
 normalised embeddings: the cosine similarity). Printed, tab-separated, with a header: the query's number,
-the query, the rank (1 = nearest), the id of the text in the index (its number among the non-empty lines of
-build_index's TEXTS), the score and the text (TSV-escaped). Nothing is written.
+the query, the rank (1 = nearest), the id of the text in the index (its line number in build_index's TEXTS,
+minus 1), the score and the text (TSV-escaped). Nothing is written.
 """
 
 from __future__ import annotations
+
+import os
 
 from xdpx import io
 from xdpx.command import script
@@ -39,9 +41,17 @@ def main(argv: list[str]) -> int:
     stored = load_index(folder)
     save_dir, checkpoint = stored.facts["save_dir"], stored.facts["checkpoint"]
     if not io.exists(checkpoint):
-        raise UserError(f"{folder} was built with {checkpoint}, which is gone: build the index again")
+        relative = not io.is_remote(checkpoint) and not os.path.isabs(checkpoint)
+        raise UserError(f"{folder} was built with {checkpoint}, which is gone" + (
+            f" (a path relative to the folder build_index ran in, not found from {os.getcwd()}: run search "
+            "there)" if relative else "") + ": build the index again")
     predictor, _ = load_bi_encoder(save_dir, checkpoint, None)
-    scores, ids = stored.index.search(embed_texts(predictor, queries), k)
+    embedded = embed_texts(predictor, queries)
+    if embedded.shape[1] != stored.index.dim:  # type: ignore[attr-defined]
+        raise UserError(f"{folder} holds vectors of dim {stored.index.dim}, but run {save_dir} ({checkpoint}) "
+                        f"embeds in dim {embedded.shape[1]}: the run was trained again after build_index; "  # type: ignore[attr-defined]
+                        "build the index again")
+    scores, ids = stored.index.search(embedded, k)
     print("query_number\tquery\trank\tid\tscore\ttext")
     for number, (query, row_scores, row_ids) in enumerate(zip(queries, scores, ids)):
         for rank, (score, i) in enumerate(zip(row_scores, row_ids), start=1):

@@ -53,8 +53,15 @@ class NumpyIndex:
     @classmethod
     def load(cls, folder: str, dim: int) -> NumpyIndex:
         index = cls(dim)
-        with io.open(io.join(folder, cls.file_name), "rb") as f:
-            index.vectors = np.load(f, allow_pickle=False)
+        path = io.join(folder, cls.file_name)
+        with io.open(path, "rb") as f:
+            try:
+                vectors = np.load(f, allow_pickle=False)
+            except (ValueError, EOFError, OSError) as e:  # numpy's words for a cut or overwritten file
+                raise damaged(path, str(e).split(". ")[0].strip() or type(e).__name__) from None
+        if vectors.ndim != 2 or vectors.dtype != np.float32:
+            raise damaged(path, f"a {vectors.dtype} array of shape {vectors.shape}, not float32 vectors")
+        index.vectors, index.dim = vectors, int(vectors.shape[1])
         return index
 
 
@@ -87,9 +94,18 @@ class FaissIndex:
     @classmethod
     def load(cls, folder: str, dim: int) -> FaissIndex:
         faiss = require("faiss", "x-script search of a FAISS index")
-        with io.open(io.join(folder, cls.file_name), "rb") as f:
+        path = io.join(folder, cls.file_name)
+        with io.open(path, "rb") as f:
             data = np.frombuffer(f.read(), dtype=np.uint8)
-        return cls(dim, faiss.deserialize_index(data))
+        try:
+            index = faiss.deserialize_index(data)
+        except RuntimeError:  # FAISS reads past the end of a cut file; its text is a C++ source location
+            raise damaged(path, "FAISS cannot read it") from None
+        return cls(int(index.d), index)
+
+
+def damaged(path: str, reason: str) -> UserError:
+    return UserError(f"{path} is truncated or corrupt ({reason}): build the index again with x-script build_index")
 
 
 def new_index(backend: str, dim: int) -> NumpyIndex | FaissIndex:
@@ -128,7 +144,8 @@ def load_index(folder: str) -> StoredIndex:
     index = cls.load(folder, int(facts["dim"]))
     with io.open(io.join(folder, TEXTS_FILE)) as f:
         texts = [unescape(line.rstrip("\n").split("\t", 1)[1]) for line in f if line.strip()]
-    if len(texts) != len(index):
-        raise UserError(f"{folder}: {len(index)} vectors but {len(texts)} texts: the folder was changed after "
-                        "x-script build_index wrote it; build it again")
+    if len(texts) != len(index) or len(index) != facts.get("count", len(index)) or index.dim != int(facts["dim"]):
+        raise UserError(f"{folder}: {len(index)} vectors of dim {index.dim} and {len(texts)} texts, but {INDEX_FILE} "
+                        f"says {facts.get('count')} of dim {facts['dim']}: the folder was changed after x-script "
+                        "build_index wrote it; build it again")
     return StoredIndex(facts, index, texts)
