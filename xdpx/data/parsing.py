@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -53,11 +54,23 @@ class NonFinite:
         self.name = name
 
 
-def loads_json(text: str) -> Any:
-    """json.loads, with nesting too deep for Python's parser reported as invalid JSON, and NaN / Infinity
-    kept as :class:`NonFinite` for :func:`_columns_of` to refuse."""
+def _json_int(text: str) -> int:
+    """A JSON integer; one longer than Python converts (sys.get_int_max_str_digits(), 4,300 digits by default)
+    is a bad line rather than the ValueError int() raises."""
     try:
-        return json.loads(text, parse_constant=NonFinite)
+        return int(text)
+    except ValueError:
+        raise BadLine(f"a JSON number of {len(text.lstrip('-'))} digits, more than Python reads "
+                      f"({sys.get_int_max_str_digits()}): quote it if it is a text or label, or drop the record"
+                      ) from None
+
+
+def loads_json(text: str) -> Any:
+    """json.loads, with nesting too deep for Python's parser reported as invalid JSON, NaN / Infinity
+    kept as :class:`NonFinite` for :func:`_columns_of` to refuse, and an integer too long to convert a
+    bad line."""
+    try:
+        return json.loads(text, parse_constant=NonFinite, parse_int=_json_int)
     except RecursionError:
         raise BadLine("invalid JSON: nested too deeply") from None
 
