@@ -98,6 +98,20 @@ def test_extra_columns_true_reads_sts_b_style_optional_columns(tmp_path: Path, c
     assert open_split(str(data_dir), "train")[4]["target"] == pytest.approx(3.5)
 
 
+def test_label_column_null_reads_labelled_files_as_unlabelled_texts(tmp_path: Path, capsys: Any) -> None:
+    """docs/prepro.md offers `label_column: null` to ignore the other columns: it was refused as not an int."""
+    kind = Kind("label_column null", {"train.txt": tsv(clean_rows())}, "ok", options={"label_column": None})
+    code, _, err, data_dir = prepro(tmp_path, kind, capsys)
+    assert code == 0, err
+    meta = hjson.loads((data_dir / "meta.hjson").read_text())
+    assert meta["label_column"] is None and meta["data_size"] == {"train": 40}
+    assert not (data_dir / "target_map.txt").exists()
+    vocab = (data_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    train = open_split(str(data_dir), "train")
+    assert " ".join(vocab[i] for i in train[0]["tokens"]) == clean_rows()[0][0] and "target" not in train[0]
+    assert "pos" not in vocab and "neg" not in vocab  # the label column is not read as text
+
+
 # ---- x-pred ------------------------------------------------------------------------------------------
 
 

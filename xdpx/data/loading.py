@@ -24,6 +24,7 @@ from xdpx.config.ranges import any_number
 from xdpx.data import loaders
 from xdpx.data.errors import BadLine
 from xdpx.data.parsing import JsonValue
+from xdpx.data.targets import check_label_set
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,8 @@ class Loader:
                 label = check_text(json_column(column, "label").strip(), "label")
                 if not label and not multilabel:  # multilabel: an empty label column is the empty set
                     raise BadLine("empty label")
+                if multilabel:
+                    check_label_set(label, self.args)
         else:  # an unlabelled file in a labelled layout: exactly the texts, in order
             if len(columns) != self.num_texts:
                 raise BadLine(f"expected {self.num_texts} column(s) in this unlabelled file, got {len(columns)}")
@@ -126,7 +129,7 @@ class Loader:
         return texts, label
 
 
-LABEL_COLUMN = Option("label_column", int, default=-1, validate=any_number(),
+LABEL_COLUMN = Option("label_column", int | None, default=-1, validate=any_number(),
                       doc="column of the label (negative: from the end); null: the files have no labels")
 EXTRA_COLUMNS = Option("extra_columns", bool, default=False,
                        doc="records may have more (or fewer) columns than the first record of their file, e.g. "
