@@ -29,7 +29,7 @@ from xdpx.data.processing import TARGET_MAP_FILE, VOCAB_FILE
 from xdpx.data.reading import WorkerPool, iter_chunks, new_digest
 from xdpx.data.show import format_samples
 from xdpx.data.splits import resolve_splits
-from xdpx.data.targets import TargetMap, rare_labels_warning
+from xdpx.data.targets import TargetMap, rare_labels_warning, without_joined_labels
 from xdpx.data.worker import encode_job, init_worker, scan_job
 from xdpx.io.credentials import redact
 
@@ -214,6 +214,8 @@ class Prepro:
                      f"{', '.join(s for s, _ in train)}")
         if need_map and label_counts:
             label_counts = self.without_headers(label_counts, first_labels)
+            if args.target_type == "multilabel":
+                label_counts = without_joined_labels(label_counts, args, self.say)
             try:
                 target_map = TargetMap.build(label_counts, args.target_type, args.get("special_targets") or [],
                                              unk=args.get("target_unk"))

@@ -132,8 +132,67 @@ def label_names(label: str, args: Any) -> list[str]:
             items = None
         if isinstance(items, list) and all(isinstance(item, str) for item in items):
             return list(dict.fromkeys(item.strip() for item in items if item.strip()))
-    names = (name.strip() for name in text.split(args.get("label_separator") or "|"))
+    names = (name.strip() for name in text.split(separator_of(args)))
     return list(dict.fromkeys(name for name in names if name))
+
+
+# what a label set is often joined by; a name made of other names joined by one of these (and not by
+# label_separator) is a set written with another separator, which would silently become a class of its own
+OTHER_SEPARATORS = ("|", ",", ";", "/", "+", "\t")
+
+
+def separator_of(args: Any) -> str:
+    return args.get("label_separator") or "|"
+
+
+def check_label_set(label: str, args: Any) -> list[str]:
+    """The names of a multilabel column, refused (BadLine) when one holds label_separator: x-pred writes a
+    sample's labels joined by it, so such a name could not be read back (it comes from a JSON list)."""
+    names = label_names(label, args)
+    separator = separator_of(args)
+    for name in names:
+        if separator in name:
+            raise BadLine(f"label {name!r} contains label_separator {separator!r}: x-pred joins a sample's labels "
+                          "with it, so this label could not be split back; rename the label, or set another "
+                          "label_separator")
+    return names
+
+
+def joined_labels(counts: Counter[str], separator: str) -> list[tuple[str, str, list[str]]]:
+    """(name, the separator, its parts) for each label name that is two or more other label names joined
+    by a separator other than ``separator``: e.g. 'place,time' beside 'place' and 'time' with ``|``."""
+    found = []
+    for name in counts:
+        for other in OTHER_SEPARATORS:
+            if other == separator or other not in name:
+                continue
+            parts = [part.strip() for part in name.split(other)]
+            if len(parts) >= 2 and all(part and part != name and part in counts for part in parts):
+                found.append((name, other, parts))
+                break
+    return found
+
+
+def joined_labels_problem(name: str, other: str, parts: list[str], count: int, separator: str) -> str:
+    return (f"label {name!r} ({count} train samples) is the labels {parts} joined by {other!r}, but "
+            f"label_separator is {separator!r}: it would be a class of its own. Join each set with {separator!r} "
+            f"(or set label_separator: {other!r} if the whole data uses it)")
+
+
+def without_joined_labels(counts: Counter[str], args: Any, say: Any) -> Counter[str]:
+    """The train label counts of a multilabel target map, without sets written with another separator: such
+    a set is an error naming label_separator, or with skip_bad_lines left out of the map (its lines are then
+    bad lines: a label the map lacks)."""
+    separator = separator_of(args)
+    joined = joined_labels(counts, separator)
+    if not joined:
+        return counts
+    problems = [joined_labels_problem(name, other, parts, counts[name], separator) for name, other, parts in joined]
+    if not args.skip_bad_lines:
+        raise UserError(f"{args.source('label_separator')}: key 'label_separator': {problems[0]}")
+    for problem in problems:
+        say(f"warning: {problem}: its lines are skipped as bad lines")
+    return Counter({k: v for k, v in counts.items() if k not in {name for name, _, _ in joined}})
 
 
 def _is_int(text: str) -> bool:
