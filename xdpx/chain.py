@@ -21,6 +21,7 @@ from xdpx.config.loader import load_config
 from xdpx.config.options import resolve
 from xdpx.config.writers import format_dry
 from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
+from xdpx.io import writer_lock
 from xdpx.io.credentials import redact
 from xdpx.io.ownership import recording
 from xdpx.io.retry import StoreUnavailableError
@@ -112,14 +113,16 @@ def help_requested(argv: list[str]) -> str | None:
 
 def run_command(command: Any, args: Any, dry: bool) -> None:
     """One run of a command. Under torchrun (several processes), a command written for one process
-    (``every_rank = False``, e.g. x-prepro) runs on rank 0 while the others wait for it."""
-    if dry or command.every_rank or get_world_size() <= 1:
-        command.run(args, dry=dry)
-        return
-    # torch is imported only here: a chain of one process (and every --dry) stays torch-free.
-    from xdpx.train.distributed import on_main_process
+    (``every_rank = False``, e.g. x-prepro) runs on rank 0 while the others wait for it. The writer locks
+    the run takes (its output folder's, xdpx/io/writer_lock.py) are released however it ends."""
+    with writer_lock.scope():
+        if dry or command.every_rank or get_world_size() <= 1:
+            command.run(args, dry=dry)
+            return
+        # torch is imported only here: a chain of one process (and every --dry) stays torch-free.
+        from xdpx.train.distributed import on_main_process
 
-    on_main_process(lambda: command.run(args, dry=dry))
+        on_main_process(lambda: command.run(args, dry=dry))
 
 
 def print_traceback() -> None:

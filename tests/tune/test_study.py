@@ -121,3 +121,21 @@ def test_running_again_adds_nothing_to_a_finished_study(study: Path) -> None:
     before = json.dumps([(t.number, t.state.name, t.value) for t in load_study(study).trials])
     assert tune(study.parent / "tune.hjson") == 0
     assert json.dumps([(t.number, t.state.name, t.value) for t in load_study(study).trials]) == before
+
+
+def test_another_study_is_refused_in_this_study_folder(study: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # workers of one study share its folder (test_concurrent_workers.py); another study would rewrite its
+    # results.tsv, best_config.hjson and trial_N run directories (xdpx/io/writer_lock.py)
+    assert json.loads((study / ".xdpx-study").read_text()) == {"storage": "study.db in save_dir", "study": "x-tune"}
+    other = study.parent / "other.hjson"
+    other.write_text(json.dumps({**json.loads((study.parent / "tune.hjson").read_text()), "study_name": "other"}))
+    before = {p: p.stat().st_mtime_ns for p in study.rglob("*")}
+    for flags in (["--dry"], []):
+        capsys.readouterr()
+        assert run_chain(["x-tune", str(other), *flags]) == 2
+        assert capsys.readouterr().err == (
+            f"x-tune: error: {other}: key 'save_dir': x-tune refuses to write '{study}': it holds the outputs of "
+            "study 'x-tune' of storage study.db in save_dir: x-tune workers share a folder only within one study "
+            "(this config: study 'other' of storage study.db in save_dir). Choose another save_dir, or the "
+            "study_name and storage of that study\n")
+        assert {p: p.stat().st_mtime_ns for p in study.rglob("*")} == before

@@ -29,6 +29,7 @@ from typing import Any
 from xdpx import io
 from xdpx.io.atomic import is_temp_of
 from xdpx.io.credentials import redact
+from xdpx.io.writer_lock import LOCK_FILE, STUDY_FILE, read_holder
 
 MANIFEST = ".xdpx-written"
 RUN_MARKER = ".xdpx-run"
@@ -159,6 +160,8 @@ def folder_owner(folder: str) -> str | None:
     owner = read_manifest(folder)["owner"]
     if owner:
         return owner
+    if io.isfile(io.join(folder, STUDY_FILE)):  # written when an x-tune study first takes the folder
+        return "x-tune"
     if is_run_dir(folder):
         return "x-train"
     if io.isfile(io.join(folder, DATA_DIR_FILE)):
@@ -171,6 +174,10 @@ def folder_owner(folder: str) -> str | None:
 def file_owner(path: str) -> str | None:
     """The command that wrote the existing file ``path``, or None when no record or evidence says XDPX did."""
     folder, name = _parent(path), io.basename(path.rstrip("/"))
+    if name == LOCK_FILE:  # the writer lock (xdpx/io/writer_lock.py) names its command
+        return (read_holder(path) or {}).get("command") or "an XDPX command"
+    if name == STUDY_FILE:
+        return "x-tune"
     manifest = read_manifest(folder)
     if name in manifest["files"]:
         return manifest["files"][name]
@@ -258,7 +265,8 @@ def _folder_problem(command: str, out: Output, mine: set[str]) -> str | None:
         owner = file_owner(path)
         return (f"it is a file{f' ({_written_by(owner, path)})' if owner else ''}, not a folder. Choose another "
                 f"path for {out.key}")
-    names = [n for n in io.listdir(path) if n != MANIFEST]
+    # the record, and the writer lock a command holds (or a killed one left) while it writes the folder
+    names = [n for n in io.listdir(path) if n not in (MANIFEST, LOCK_FILE)]
     owner = folder_owner(path)
     if not names or owner in mine or (owner is None and out.legacy is not None and out.legacy(path)):
         return None

@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from xdpx import io
+from xdpx.io import writer_lock
 
 STATE_FILE = "state.pt"
 
@@ -62,7 +63,16 @@ def suffixed_save_dir(save_dir: str) -> str:
 
 
 def _dir_in_use(path: str) -> bool:
-    return io.isdir(path) and bool(io.listdir(path))
+    return io.isdir(path) and bool(writer_lock.entries(path))
+
+
+def refusal_start(args: Any, save_dir: str) -> str:
+    """``<config>: key 'save_dir': x-train refuses to write '<save_dir>'``: a refusal's first words."""
+    return f"{args.source('save_dir')}: key 'save_dir': x-train refuses to write {io.redact(save_dir)!r}"
+
+
+def held_refusal(args: Any, save_dir: str, holder: dict[str, Any]) -> str:
+    return f"{refusal_start(args, save_dir)}: {writer_lock.held_problem(holder, io.join(save_dir, writer_lock.LOCK_FILE))}"
 
 
 def save_dir_problems(args: Any) -> list[tuple[str, str]]:
@@ -100,6 +110,9 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     notes: list[str] = []
     data_dir, save_dir = args.data_dir, args.save_dir
+    holder = None if args.auto_suffix else writer_lock.current_holder(save_dir)
+    if holder is not None:  # first, and alone: the folder is changing under the other run
+        return [held_refusal(args, save_dir, holder)], []
 
     if not io.exists(io.join(data_dir, "meta.hjson")):
         problems.append(f"{args.source('data_dir')}: key 'data_dir': {data_dir!r} holds no meta.hjson: "

@@ -19,6 +19,7 @@ from typing import Any
 from xdpx.config.options import Option
 from xdpx.config.ranges import at_least
 from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
+from xdpx.io import writer_lock
 from xdpx.io.credentials import redact
 
 LAUNCH_OPTIONS: list[Any] = [
@@ -159,7 +160,8 @@ def _worker(explicit: dict[str, Any], sources: dict[str, str], origin: str = "co
     try:
         # origin: the config file the user ran, which the messages name (e.g. the command to continue)
         args = resolve(explicit, COMMON_OPTIONS + command.options(), command.group, sources=sources, origin=origin)
-        command.run(args)
+        with writer_lock.scope():  # rank 0 takes the run directory's lock: released however it ends
+            command.run(args)
     except ConfigError as e:
         print(f"x-train: error: {redact(str(e))}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)

@@ -20,8 +20,9 @@ from typing import Any
 from xdpx import io
 from xdpx.config.loader import STDIN_NAME
 from xdpx.errors import UserError
+from xdpx.io import writer_lock
 from xdpx.io.ownership import RUN_MARKER, is_run_dir, is_run_file
-from xdpx.train.checks import STATE_FILE
+from xdpx.train.checks import STATE_FILE, refusal_start
 
 # What a run directory is, and which of its files are x-train's (RUN_MARKER, is_run_dir, is_run_file), is
 # decided once for every command in xdpx.io.ownership: x-pred, x-prepro ... must not replace them either.
@@ -135,7 +136,7 @@ def inputs_of(args: Any) -> dict[str, str]:
 
 def overwrite_problem(save_dir: str, args: Any) -> str | None:
     """Why ``overwrite: true`` must not clear ``save_dir``, or None when it may (or there is nothing)."""
-    if not io.isdir(save_dir) or not io.listdir(save_dir):
+    if not io.isdir(save_dir) or not writer_lock.entries(save_dir):
         return None
     reason = protected_reason(save_dir, inputs_of(args))
     if reason:
@@ -148,7 +149,7 @@ def overwrite_problem(save_dir: str, args: Any) -> str | None:
 
 def resume_problem(save_dir: str) -> str | None:
     """A non-empty folder that x-train did not make cannot be continued: its files would be replaced."""
-    if io.isdir(save_dir) and io.listdir(save_dir) and not is_run_dir(save_dir):
+    if io.isdir(save_dir) and writer_lock.entries(save_dir) and not is_run_dir(save_dir):
         return (f"resume: {save_dir!r} is not a run directory of x-train (no {RUN_MARKER} marker, no args.py "
                 "with its logs or state), and the run would write its files into it. Choose another save_dir")
     return None
@@ -157,7 +158,7 @@ def resume_problem(save_dir: str) -> str | None:
 def clear_run(save_dir: str, log_file: str | None) -> tuple[list[str], list[str]]:
     """Delete what x-train wrote in a (checked) run directory; (removed names, kept names)."""
     removed, kept = [], []
-    for name in io.listdir(save_dir):
+    for name in writer_lock.entries(save_dir):  # the lock stays: this run holds it
         path = io.join(save_dir, name)
         if not is_run_file(name, log_file):
             kept.append(name)
@@ -171,19 +172,24 @@ def clear_run(save_dir: str, log_file: str | None) -> tuple[list[str], list[str]
 
 
 def prepare_run_dir(args: Any) -> tuple[str, list[str]]:
-    """Make (or, with overwrite, clear) the run directory and mark it; (save_dir, lines for the log).
+    """Take the run directory's writer lock, make (or, with overwrite, clear) it and mark it; (save_dir,
+    lines for the log).
 
-    The checks of preflight run again here: the folder may have changed since, and a Trainer can be built
-    without the command.
+    The lock comes before anything is read or written for the run: a second x-train on the folder is
+    refused (exit 2) naming the first. The checks of preflight run again here: the folder may have
+    changed since, and a Trainer can be built without the command.
     """
     from xdpx.train.checks import save_dir_problems, suffixed_save_dir
 
+    if not args.auto_suffix and not io.isfile(args.save_dir):
+        writer_lock.hold(args.save_dir, "x-train", refusal_start(args, args.save_dir))
     problems = save_dir_problems(args)
     if problems:
         raise UserError("; ".join(problem for _, problem in problems))
     save_dir, said = args.save_dir, []
     if args.auto_suffix:
         save_dir = suffixed_save_dir(save_dir)
+        writer_lock.hold(save_dir, "x-train", refusal_start(args, save_dir))
     elif args.overwrite and io.isdir(save_dir):
         removed, kept = clear_run(save_dir, args.log_file)
         if removed:
