@@ -159,36 +159,37 @@ def run_chain(argv: list[str], run_index: int | None = None) -> int:
     for name, files in steps:
         for path in files:
             command = get_command(name)
-            try:
-                runs = resolve_runs(name, path)
-                if run_index is not None and len(runs) > 1:
-                    if run_index >= len(runs):
-                        raise ConfigError(f"{path}: run index {run_index}, but the config describes {len(runs)} runs")
-                    runs = [runs[run_index]]
-                check_outputs(command, runs)
-            except ConfigError as e:
-                return _error(f"{name}: ", e, EXIT_CONFIG)
-            for index, args in enumerate(runs):
-                if dry:
-                    print(f"# {name} {redact(path)}: run {index + 1} of {len(runs)}")
-                    print(format_dry(args))
+            with command.running(dry):  # x-train: a preemption signal from here on stops it cleanly
                 try:
-                    # what the run writes is recorded as XDPX's (once, by the main process)
-                    with recording(name, command.outputs(args) if not dry and is_master() else []):
-                        run_command(command, args, dry)
+                    runs = resolve_runs(name, path)
+                    if run_index is not None and len(runs) > 1:
+                        if run_index >= len(runs):
+                            raise ConfigError(f"{path}: run index {run_index}, but the config describes {len(runs)} runs")
+                        runs = [runs[run_index]]
+                    check_outputs(command, runs)
                 except ConfigError as e:
                     return _error(f"{name}: ", e, EXIT_CONFIG)
-                except (UserError, StoreUnavailableError) as e:  # one line: the user can act on it
-                    return _error(f"{name}: ", e, EXIT_FAILED)
-                except KeyboardInterrupt:
-                    print(f"{name}: interrupted", file=sys.stderr)
-                    return 130
-                except Exception:  # an unexpected failure: show where it happened
-                    print_traceback()
-                    return EXIT_FAILED
-            if dry:
-                print(f"# {name} {redact(path)}: {len(runs)} run{'s' if len(runs) != 1 else ''}, all valid "
-                      "(--dry: nothing done)")
+                for index, args in enumerate(runs):
+                    if dry:
+                        print(f"# {name} {redact(path)}: run {index + 1} of {len(runs)}")
+                        print(format_dry(args))
+                    try:
+                        # what the run writes is recorded as XDPX's (once, by the main process)
+                        with recording(name, command.outputs(args) if not dry and is_master() else []):
+                            run_command(command, args, dry)
+                    except ConfigError as e:
+                        return _error(f"{name}: ", e, EXIT_CONFIG)
+                    except (UserError, StoreUnavailableError) as e:  # one line: the user can act on it
+                        return _error(f"{name}: ", e, EXIT_FAILED)
+                    except KeyboardInterrupt:
+                        print(f"{name}: interrupted", file=sys.stderr)
+                        return 130
+                    except Exception:  # an unexpected failure: show where it happened
+                        print_traceback()
+                        return EXIT_FAILED
+                if dry:
+                    print(f"# {name} {redact(path)}: {len(runs)} run{'s' if len(runs) != 1 else ''}, all valid "
+                          "(--dry: nothing done)")
     return 0
 
 

@@ -80,30 +80,35 @@ def epoch(stamp: str) -> int:
 def test_a_job_sent_sigusr1_mid_run_is_requeued_and_ends_equal_to_an_uninterrupted_run(
         slurm, reviews, local_run, tmp_path, monkeypatch, capsys):
     # the very config of the reference run (no resume: true): the requeued job runs the same line again
-    write_config(tmp_path / "train.hjson", reviews, "runs/slurm", user_dir=str(SLOW_UPDATES))
+    # log_interval 1 (a log line per update; the validation log and the weights do not depend on it)
+    write_config(tmp_path / "train.hjson", reviews, "runs/slurm", user_dir=str(SLOW_UPDATES), log_interval=1)
     monkeypatch.setenv("XDPX_TEST_UPDATE_SECONDS", "0.5")  # 8 updates: the signal lands in the middle
     assert submit(monkeypatch, tmp_path, "--procs-per-node", "2", "--cpus", "2", "x-train", "train.hjson") == 0
     job_id = job_id_from(capsys.readouterr().out)
     log_path = tmp_path / "slurm_jobs" / f"x-train.train.{job_id}.log"
-    wait_for(lambda: log_path.exists() and "| training cls_cnn on" in log_path.read_text(), 120,
-             f"job {job_id} did not start training: {slurm.log()}")
-    time.sleep(1.0)
+    # mid-run: the job has logged its second update (of 8), whatever the load
+    wait_for(lambda: log_path.exists() and "| update 2/8 |" in log_path.read_text(), 120,
+             f"job {job_id} did not reach update 2: {log_path.read_text() if log_path.exists() else ''}{slurm.log()}")
     # what Slurm sends `signal_grace` seconds before the time limit (--signal=USR1@120), sent now
     slurm.command("scancel", "--signal=USR1", job_id)
     # Slurm holds a requeued job until its BeginTime, 2 minutes on: release it once its first start has ended
     # on the node. slurmd revokes the first start's credential when it ends it, and refuses every credential
     # of the job made in that second or before (its times are whole seconds): released earlier, the new start
-    # finds its credential revoked and fails (seen under load). So: requeued, the node idle, then a second on.
+    # finds its credential revoked and fails (seen under load). So: requeued, the node idle (the first start
+    # ended, its credential revoked), then the clock past the second in which the node was seen idle.
     wait_for(lambda: (lambda s: (s.get("Restarts"), s.get("JobState"), s.get("Reason")))(slurm.job_state(job_id))
              == ("1", "PENDING", "BeginTime"), 120, f"job {job_id} was not requeued: {log_path.read_text()}")
     wait_for(lambda: slurm.node_state() == "IDLE", 120, f"the node did not end job {job_id}: {slurm.log()}")
-    time.sleep(1.5)
+    revoked_by = int(time.time())  # the revocation happened in this second or before
+    wait_for(lambda: int(time.time()) > revoked_by, 5, "the clock did not move on")
     slurm.command("scontrol", "update", f"JobId={job_id}", "StartTime=now")
     state = slurm.wait(job_id)
     log = log_path.read_text()
     assert state["JobState"] == "COMPLETED" and state["Restarts"] == "1", f"{state}\n{log}\n{slurm.log()}"
     # one log holds both starts (--open-mode=append): stopped after an update, requeued, continued from it
     assert "stopped on a signal after saving its state (exit 3); requeueing the job" in log
+    stopped = re.search(r"preempted: SIGUSR1 received; stopped after update (\d+)", log)
+    assert stopped and 2 <= int(stopped.group(1)) < 8, log  # the signal landed mid-run
     assert log.count("x-submit: step 1/1: x-train train.hjson") == 2 and ", start 1" in log
     assert "(preemption): this run continues it" in log and "x-submit: all 1 step(s) finished" in log
     assert_same_run(tmp_path / "runs/slurm", local_run)

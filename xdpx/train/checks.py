@@ -49,6 +49,21 @@ def without_valid(args: Any, train_splits: list[str]) -> tuple[list[str], list[s
     return [s for s in train_splits if s not in valid], [s for s in train_splits if s in valid]
 
 
+def valid_in_training(args: Any, train_splits: list[str] | None = None) -> str | None:
+    """The warning when the training splits (default: those train_subset matches in data_dir) hold a
+    valid_subset split and exclude_valid_from_train is off: the run is evaluated on data it trains on, e.g.
+    each fold of a cross-validation loop whose train_subset is a pattern (fold*) that matches its valid
+    split too. Not refused: training on dev is a choice one may make."""
+    if train_splits is None:
+        train_splits = match_subsets(args.train_subset, available_splits(args.data_dir))[0]
+    both = [s for s in subsets(args.valid_subset) if s in train_splits]
+    if not both or args.get("exclude_valid_from_train"):
+        return None
+    return (f"warning: {args.source('train_subset')}: key 'train_subset': {args.train_subset!r} includes the "
+            f"valid split{'s' if len(both) > 1 else ''} {', '.join(both)} (valid_subset): this run trains on the data "
+            "it is evaluated on; set exclude_valid_from_train: true to leave it out of training (cross-validation)")
+
+
 def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
