@@ -120,12 +120,22 @@ def test_min_steps_holds_early_stopping_back(reviews, tmp_path):
 
 
 # ---- exclude_valid_from_train -------------------------------------------------------------------------------
-def test_exclude_valid_from_train_leaves_the_valid_split_out(reviews, tmp_path):
+def test_exclude_valid_from_train_leaves_the_valid_split_out(reviews, tmp_path, capsys):
     options = {"train_subset": "*", "max_update": 2, "viz": False}
     mixed = write_config(tmp_path / "mixed.hjson", reviews, tmp_path / "mixed", **options)
     apart = write_config(tmp_path / "apart.hjson", reviews, tmp_path / "apart", exclude_valid_from_train=True,
                          **options)
-    assert train(mixed) == 0 and train(apart) == 0
+    # without the option the valid split is trained on (the default, as in the original), with a warning on
+    # stderr and in log.txt that names the config file and key
+    warning = (f"warning: {mixed}: key 'train_subset': '*' includes the valid split dev (valid_subset): this run "
+               "trains on the data it is evaluated on; set exclude_valid_from_train: true to leave it out of "
+               "training (cross-validation)")
+    assert train(mixed) == 0
+    assert [line for line in capsys.readouterr().err.splitlines() if "valid split" in line] == [warning]
+    assert [line.split(" | ", 1)[1] for line in (tmp_path / "mixed" / "log.txt").read_text().splitlines()
+            if "valid split" in line] == [warning]
+    assert train(apart) == 0
+    assert "includes the valid split" not in capsys.readouterr().err + (tmp_path / "apart" / "log.txt").read_text()
     assert load_torch(str(tmp_path / "mixed" / "state.pt"))["counters"]["splits"] == ["dev", "test", "train"]
     assert load_torch(str(tmp_path / "apart" / "state.pt"))["counters"]["splits"] == ["test", "train"]
     assert ("exclude_valid_from_train: left 1 valid split(s) ['dev'] (60 samples) out of the training splits "

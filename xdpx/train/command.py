@@ -6,6 +6,8 @@ chosen components allow.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from typing import Any
 
 from xdpx import io
@@ -14,6 +16,7 @@ from xdpx.config.errors import ConfigError
 from xdpx.config.loader import Config, wrong_folder_hint
 from xdpx.config.options import Args
 from xdpx.io.credentials import redact
+from xdpx.train.preemption import stop_before_work, watching_from_start
 
 
 @commands.register("x-train")
@@ -48,9 +51,14 @@ class TrainCommand(Command):
                           "run x-prepro with this data_dir first, or fix data_dir; inherit its data facts with "
                           "__parent__: ${data_dir}/meta")))
 
+    def running(self, dry: bool) -> contextlib.AbstractContextManager[Any]:
+        """SIGUSR1 / SIGTERM noted from before the config is read (its imports and checks take seconds):
+        a signal at any point of x-train stops it with exit code 3 (xdpx/train/preemption.py)."""
+        return contextlib.nullcontext() if dry else watching_from_start()
+
     def run(self, args: Args, dry: bool = False) -> None:
         from xdpx.config.errors import ConfigError
-        from xdpx.train.checks import preflight
+        from xdpx.train.checks import preflight, valid_in_training
         from xdpx.train.launch import launch, launch_problems, processes_to_start
         from xdpx.train.legacy_options import legacy_notes
         from xdpx.train.run_dir import continuation
@@ -66,12 +74,17 @@ class TrainCommand(Command):
         problems += launch_problems(args)
         if problems:
             raise ConfigError(problems)
+        if is_master():  # on stderr (log.txt gets it too): a cross-validation fold may train on its valid split
+            warning = valid_in_training(args)
+            if warning:
+                print(redact(warning), file=sys.stderr)
         for note in legacy_notes(args) if is_master() else []:
             print(redact(f"note: {note}"))
         if dry:
             for note in notes:
                 print(redact(f"# {note}"))  # notes quote options and paths: credentials masked
             return
+        stop_before_work(args.save_dir)  # a signal during the start-up: exit 3 before anything is written
         nproc = processes_to_start(args)
         if nproc > 1:  # several GPUs (or distributed_world_size) and no launcher: start the processes
             launch(args, nproc)

@@ -74,16 +74,18 @@ def preempted_exit(failures: dict[int, Any]) -> bool:
         f.exitcode in (EXIT_REQUEUE, -signal.SIGTERM) for f in failures.values())
 
 
-def saved_after_signal(save_dir: str, since: float) -> bool:
-    """Whether state.pt in ``save_dir`` was written after ``since`` by a run a preemption signal stopped."""
+def saved_after_signal(save_dir: str, since: float) -> str | None:
+    """'preempted' when state.pt in ``save_dir`` was written after ``since`` by a run a preemption signal
+    stopped, 'finished' by a run that finished (the signal came at its end), else None."""
     from xdpx import io
     from xdpx.models.checkpoints import load_torch
     from xdpx.train.checks import STATE_FILE
 
     path = io.join(save_dir, STATE_FILE)
     if io.is_remote(path) or not io.exists(path) or os.path.getmtime(path) < since:
-        return False
-    return bool(load_torch(path).get("counters", {}).get("preempted_by"))
+        return None
+    counters = load_torch(path).get("counters", {})
+    return "finished" if counters.get("finished") else "preempted" if counters.get("preempted_by") else None
 
 
 def raise_preempted(nproc: int) -> None:
@@ -130,7 +132,11 @@ def launch(args: Any, nproc: int) -> None:
         raise UserError(f"x-train with {nproc} processes failed: {detail} (its error is printed above); "
                         "fix it and run again, with resume: true to continue from the last saved state") from None
     except SignalException as error:  # the processes were stopped (Ctrl-C, a scheduler's SIGTERM)
-        if error.sigval in (signal.SIGTERM, signal.SIGUSR1) and saved_after_signal(args.save_dir, started):
+        saved = saved_after_signal(args.save_dir, started) if error.sigval in (signal.SIGTERM, signal.SIGUSR1) else None
+        if saved == "finished":  # the signal came at the run's end: it is finished (log.txt notes the signal)
+            print(f"x-train: the {nproc} processes finished the run; signal {error.sigval} came at its end", flush=True)
+            return
+        if saved == "preempted":
             raise_preempted(nproc)
         raise UserError(f"x-train with {nproc} processes was stopped by signal {error.sigval}; continue it with "
                         "resume: true") from None

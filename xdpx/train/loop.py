@@ -38,7 +38,7 @@ from xdpx.train.fsdp import describe_shares, is_sharded
 from xdpx.train.logs import Meter, Progress, TsvLog, summary_columns
 from xdpx.train.non_finite import skip_non_finite
 from xdpx.train.precision import normalise_and_clip, optimizer_step
-from xdpx.train.preemption import Preempted, PreemptionWatch, handlers_restored_on_error
+from xdpx.train.preemption import Preempted, handlers_restored_on_error, run_watch, signal_note
 from xdpx.train.run_dir import continue_command, note_preemption, outage_message, write_run_files
 from xdpx.train.saving import restore, save_checkpoint, save_state
 from xdpx.train.setup import (
@@ -64,7 +64,7 @@ def train(args: Any) -> None:
             trainer.fit()
     except io.StoreUnavailableError as error:  # the store stayed away past the retry window
         raise UserError(outage_message(error, args, getattr(trainer, "save_dir", None))) from None
-    if trainer.preemption.received is not None:  # state saved: exit EXIT_REQUEUE (the job is requeued)
+    if trainer.stop == "preempted":  # state saved: exit EXIT_REQUEUE (the job is requeued)
         raise Preempted()
 
 
@@ -74,9 +74,10 @@ class Trainer:
     def __init__(self, args: Any) -> None:
         self.args = a = args
         self.context = ctx = distributed.setup(a.cpu)
-        # SIGUSR1 / SIGTERM from here on: finish the update, save the state, exit EXIT_REQUEUE (preemption.py)
-        self.preemption = PreemptionWatch()
-        self.preemption.install()
+        # SIGUSR1 / SIGTERM: finish the update, save the state, exit EXIT_REQUEUE (preemption.py); noted since the
+        # x-train step started (a signal while building stops at the first boundary), else from here
+        self.preemption, self.own_watch = run_watch()
+        self.stop: str | None = None  # why fit ended (_finish)
         self.save_dir, self.log, state = open_run(a, ctx)
 
         # randomness: init from seed; data order from (seed, epoch); step randomness from (seed, update)
@@ -174,21 +175,22 @@ class Trainer:
 
     def _finish(self, stop: str) -> None:
         """The end of fit: the last evaluation (or, at a pause, a checkpoint), state.pt, the summary line."""
-        a, log = self.args, self.log
+        a, log, self.stop = self.args, self.log, stop
         if stop == "pause":
             log.info(f"paused at update {self.num_updates} (train_steps); continue with resume: true")
             if a.save:
                 save_checkpoint(self, is_best=False)
         elif stop != "preempted" and self.last_eval_step != self.num_updates:
+            if self.preemption.received is not None:  # came in the last update: stopped so until the end is saved
+                self._save_preempted()
             evaluate_and_save(self, final=True)
         self.finished = stop not in ("pause", "preempted")
         save_state(self)
         if is_sharded(self.module):  # what sharding saved (a collective)
             log.info(describe_shares(self.module, self.optimizer, self.context))
         if self.context.is_main:  # the same command continues a preempted run, even without resume: true
-            note_preemption(self.save_dir, {"signal": self.preemption.signal_name, "update": self.num_updates,
-                                            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-                            if stop == "preempted" else None)
+            note = signal_note(self.preemption, self.num_updates)  # a late signal: the same command has nothing to do
+            note_preemption(self.save_dir, note if stop == "preempted" else None, note if self.finished else None)
         if stop == "preempted":  # no evaluation, no checkpoint: the rerun makes those the run would have made
             log.info(f"preempted: {self.preemption.signal_name} received; stopped after update {self.num_updates} "
                      f"(epoch {self.epoch}) with the full training state saved in {io.join(self.save_dir, 'state.pt')}; "
@@ -196,6 +198,9 @@ class Trainer:
         t = self.time
         status = ("stopped" if stop in ("early_stop", "callback", "max_loss") else stop
                   if stop in ("pruned", "preempted") else "done" if self.finished else "paused")
+        if self.preemption.received is not None and stop != "preempted":
+            log.info(f"{self.preemption.signal_name} received as the run reached its end: it is not stopped for a "
+                     f"requeue but {status}, with its final state saved (exit code 0)")
         if stop == "callback":
             log.info(f"a callback stopped training: {self.callbacks.stop_reason}")
         if stop == "max_loss":
@@ -206,6 +211,13 @@ class Trainer:
                  f"{t['total']:.1f}s, of which forward/backward/step {t['compute']:.1f}s, batching {t['data']:.1f}s")
         self.callbacks.call("on_train_end", self._run_info, status)
         self.close()
+
+    def _save_preempted(self) -> None:
+        """A signal came in the last update: the state and marker of a preempted stop, before the final
+        evaluation, so that a kill before the end is saved leaves a run the same command continues."""
+        save_state(self)
+        if self.context.is_main:
+            note_preemption(self.save_dir, signal_note(self.preemption, self.num_updates))
 
     def _stop_reason(self) -> str | None:
         if self.num_updates >= self.total_updates:
@@ -371,8 +383,9 @@ class Trainer:
         return evaluate(self)
 
     def close(self) -> None:
-        self.preemption.uninstall()
-        if self.preemption.received is not None:  # the process exits EXIT_REQUEUE: no second signal kills it
+        if self.own_watch:  # else the x-train step's (watching_from_start) restores the handlers
+            self.preemption.uninstall()
+        if self.stop == "preempted":  # the process exits EXIT_REQUEUE: no second signal kills it
             self.preemption.ignore_from_now()
         if self.tensorboard is not None:
             self.tensorboard.close()

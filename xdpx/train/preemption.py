@@ -8,6 +8,12 @@ rank 0 only (a ``kill`` of one process): the ranks all-reduce the flag at the bo
 after the same update. The loop then saves the full training state (state.pt, the same state that makes
 a resume bit for bit), writes why in log.txt and exits with :data:`xdpx.errors.EXIT_REQUEUE`; running the
 same command again (``resume: true``) continues exactly where it stopped (docs/train.md, "Preemption").
+
+The watch is installed as the x-train step of a chain starts (:func:`watching_from_start`), before its
+config is read: a signal during the imports, the checks or the model building is noted too, and x-train
+stops at the first point where it can (:func:`stop_before_work`, or the Trainer's first update boundary)
+instead of dying of the signal's default action (exit 143). A run that has reached its end when the
+signal comes finishes (exit 0): the signal is noted in log.txt (loop.py).
 """
 
 from __future__ import annotations
@@ -15,11 +21,10 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any
-
-import torch
 
 from xdpx.errors import EXIT_REQUEUE
 
@@ -97,8 +102,65 @@ class PreemptionWatch:
         wait on the GPU's queue."""
         if not context.distributed:
             return self.received is not None
+        import torch  # only here: the chain installs a watch before torch is imported (watching_from_start)
+
         flag = torch.tensor([float(self.received or 0)], dtype=torch.float64)
         torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
         if self.received is None and flag.item() > 0:  # a peer's signal: stop with it
             self.received = int(flag.item())
         return self.received is not None
+
+
+def signal_note(watch: PreemptionWatch, update: int) -> dict[str, Any] | None:
+    """What the run marker says of the signal ``watch`` received (None: none came), at ``update``."""
+    if watch.received is None:
+        return None
+    return {"signal": watch.signal_name, "update": update, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+_started: PreemptionWatch | None = None  # the watch of the x-train step under way (watching_from_start)
+
+
+@contextlib.contextmanager
+def watching_from_start() -> Iterator[PreemptionWatch]:
+    """Around a whole x-train step of a chain, from before its config is read to its end: SIGUSR1 / SIGTERM
+    are noted from the start, and the step's runs use this watch (:func:`run_watch`). On the way out
+    the handlers of before come back, except when x-train stops on a signal: the process then exits
+    EXIT_REQUEUE and ignores further signals until it has (:meth:`PreemptionWatch.ignore_from_now`)."""
+    global _started
+    watch, previous = PreemptionWatch(), _started
+    watch.install()
+    _started, stopped = watch, False
+    try:
+        yield watch
+    except Preempted:
+        stopped = True
+        watch.ignore_from_now()
+        raise
+    finally:
+        _started = previous
+        if not stopped:
+            watch.uninstall()
+
+
+def run_watch() -> tuple[PreemptionWatch, bool]:
+    """The watch a run uses: the x-train step's, installed as it started, else (a Trainer built by a script
+    or a test) a new one installed now; and whether it is the run's own (the run then uninstalls it)."""
+    if _started is not None:
+        return _started, False
+    watch = PreemptionWatch()
+    watch.install()
+    return watch, True
+
+
+def stop_before_work(save_dir: str) -> None:
+    """At the last point of x-train's start-up before it writes anything: when a signal came (during the
+    imports, the config's resolution or the checks), exit EXIT_REQUEUE now; the same command run again
+    starts the run (or continues the one in ``save_dir``)."""
+    watch = _started
+    if watch is None or watch.received is None:
+        return
+    print(f"x-train: {watch.signal_name} received while starting, before anything was written to {save_dir}: "
+          "exit code 3 (a job script of x-submit requeues the job); the same command run again starts the run",
+          flush=True)
+    raise Preempted()

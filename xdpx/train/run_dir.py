@@ -40,34 +40,36 @@ def mark_run_dir(save_dir: str) -> None:
             f.write("\n")
 
 
-def preempted_run(save_dir: str) -> dict[str, Any] | None:
-    """What the run marker says of a run a preemption signal stopped (signal, update, time), else None."""
+def preempted_run(save_dir: str, key: str = "preempted") -> dict[str, Any] | None:
+    """What the run marker says of a run a preemption signal stopped (signal, update, time), else None;
+    ``key="signal_at_end"``: of a run that finished although a signal came during its last update or
+    final evaluation."""
     marker = io.join(save_dir, RUN_MARKER)
     if not io.exists(marker):
         return None
     try:
         with io.open(marker) as f:
-            found = json.load(f).get("preempted")
+            found = json.load(f).get(key)
     except (ValueError, AttributeError):  # not our JSON: treat as no preemption (the folder checks still run)
         return None
     return found if isinstance(found, dict) else None
 
 
-def note_preemption(save_dir: str, info: dict[str, Any] | None) -> None:
-    """Record in the run marker that a preemption signal stopped the run (``info``), or that it no longer
-    is stopped so (None). Written after state.pt: a marker never announces a state that is not there."""
+def note_preemption(save_dir: str, info: dict[str, Any] | None, at_end: dict[str, Any] | None = None) -> None:
+    """Record in the run marker that a preemption signal stopped the run (``info``), or that the run
+    finished although a signal came at its end (``at_end``), or neither (None, None). Written after
+    state.pt: a marker never announces a state that is not there."""
     marker = io.join(save_dir, RUN_MARKER)
     content: dict[str, Any] = {}
     if io.exists(marker):
         with io.open(marker) as f:
             content = json.load(f)
-    if info is None and "preempted" not in content:
+    notes = {key: value for key, value in (("preempted", info), ("signal_at_end", at_end)) if value is not None}
+    updated = {**{k: v for k, v in content.items() if k not in ("preempted", "signal_at_end")}, **notes}
+    if updated == content:
         return
-    content.pop("preempted", None)
-    if info is not None:
-        content["preempted"] = info
     with io.open(marker, "w") as f:  # atomic (xdpx.io)
-        json.dump(content, f)
+        json.dump(updated, f)
         f.write("\n")
 
 
@@ -75,19 +77,29 @@ def continuation(args: Any) -> tuple[Any, str | None]:
     """``args`` with resume: true (and overwrite / auto_suffix off) when save_dir holds a run a preemption
     signal stopped, with the note that says so; else ``args`` as they are and None. A job requeued after
     preemption runs the very same command, often from a config without resume: true; replacing the run
-    (overwrite) or starting another (auto_suffix) would throw away what it saved and never finish."""
+    (overwrite) or starting another (auto_suffix) would throw away what it saved and never finish. A run
+    that finished although a signal came at its end is continued too (nothing left to do) by a config
+    that would otherwise be refused ("holds a run"): the scheduler may run the same command again."""
     from xdpx.config.options import Args
 
     info = preempted_run(args.save_dir) if args.get("save_dir") else None
-    if info is None or (args.resume and not args.overwrite and not args.auto_suffix):
-        return args, None
-    values = {**args.as_dict(), "resume": True, "overwrite": False, "auto_suffix": False}
     changed = {"resume", "overwrite", "auto_suffix"}
+    if info is None:
+        at_end = None if args.resume or args.overwrite or args.auto_suffix or not args.get("save_dir") else \
+            preempted_run(args.save_dir, "signal_at_end")
+        if at_end is None:
+            return args, None
+        said = (f"{args.save_dir} holds a run that finished although {at_end.get('signal', 'a signal')} came at its "
+                f"end (update {at_end.get('update')}): this run continues it (resume: true)")
+    elif args.resume and not args.overwrite and not args.auto_suffix:
+        return args, None
+    else:
+        said = (f"{args.save_dir} holds a run that {info.get('signal', 'a signal')} stopped at update "
+                f"{info.get('update')} (preemption): this run continues it (resume: true"
+                f"{', not overwrite' if args.overwrite else ''}{', not auto_suffix' if args.auto_suffix else ''})")
+    values = {**args.as_dict(), "resume": True, "overwrite": False, "auto_suffix": False}
     sources = {**args._sources, **{key: f"{args.save_dir}/{RUN_MARKER}" for key in changed}}
-    continued = Args(values, args._declared, set(args._explicit) | changed, sources, origin=args.origin())
-    return continued, (f"{args.save_dir} holds a run that {info.get('signal', 'a signal')} stopped at update "
-                       f"{info.get('update')} (preemption): this run continues it (resume: true"
-                       f"{', not overwrite' if args.overwrite else ''}{', not auto_suffix' if args.auto_suffix else ''})")
+    return Args(values, args._declared, set(args._explicit) | changed, sources, origin=args.origin()), said
 
 
 def _local_real(path: str) -> str:

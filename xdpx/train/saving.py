@@ -49,8 +49,9 @@ def state_dict(trainer: Trainer) -> dict[str, Any]:
                      "cpu_threads": torch.get_num_threads(),
                      "time": dict(t.time),
                      # the signal that stopped the run (xdpx/train/preemption.py): x-train's own launcher
-                     # reads it to tell a preempted run from a failed one
-                     "preempted_by": t.preemption.signal_name},
+                     # reads it to tell a preempted run from a failed one. None once the run finished or
+                     # paused, as the run marker says, even when a signal came at its end (loop.py)
+                     "preempted_by": None if t.finished or t.stop == "pause" else t.preemption.signal_name},
         "early_stopping": t.early_stopping.state_dict(),
         "save_policy": t.save_policy.state_dict(),
         "bmuf": t.bmuf.state_dict() if t.bmuf is not None else None,

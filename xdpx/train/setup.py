@@ -17,7 +17,14 @@ from xdpx.data.composition import build_processor
 from xdpx.errors import UserError
 from xdpx.models.checkpoints import load_torch, load_weights_into, resolve_checkpoint
 from xdpx.train.batching import TrainBatches, updates_per_epoch
-from xdpx.train.checks import STATE_FILE, available_splits, match_subsets, subsets, without_valid
+from xdpx.train.checks import (
+    STATE_FILE,
+    available_splits,
+    match_subsets,
+    subsets,
+    valid_in_training,
+    without_valid,
+)
 from xdpx.train.distributed import Context
 from xdpx.train.logs import RunLog
 from xdpx.train.policies import EarlyStopping, EvalSchedule, LossLimit, SavePolicy
@@ -112,6 +119,9 @@ def open_data(args: Any, data_seed: int, update_size: int,
         splits, coming = planned_shards(a.train_subset, ready_splits(a.data_dir))
         waiter = ShardWaiter(a.data_dir, a.lazy_load_wait, say).wait
     splits, excluded = without_valid(a, splits)
+    warning = valid_in_training(a, splits)
+    if warning:  # in log.txt; on stderr from the command (xdpx/train/command.py)
+        say(warning, console=False)
     if excluded:
         left_out = sum(len(open_split(a.data_dir, s)) for s in excluded)
         say(f"exclude_valid_from_train: left {len(excluded)} valid split(s) {excluded} ({left_out} samples) out "

@@ -3,7 +3,8 @@ batch size, NaN output after some forward calls, huge logits that overflow in fp
 signal the process sends itself, switched on by the environment so that the rerun of the very same
 config runs without it: XDPX_TEST_SIGNAL=SIGNAL:WHERE:N[:RANK] sends SIGNAL (SIGUSR1, SIGTERM) to this
 process in the middle of its N-th forward call in training (WHERE=train) or in evaluation (WHERE=eval),
-on process RANK only when given."""
+on process RANK only when given; WHERE=import sends it as this user_dir is imported (x-train's start-up:
+the config is being resolved), WHERE=build as the model is built (N: 1)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ class FaultyCNN(EncoderHeadModel):
         self.calls = 0
         self.signal_plan = signal_plan(os.environ.get("XDPX_TEST_SIGNAL"))
         self.signal_calls = {"train": 0, "eval": 0}
+        if self.signal_plan is not None and self.signal_plan[1] == "build":
+            os.kill(os.getpid(), self.signal_plan[0])
+            self.signal_plan = None
 
     def forward(self, tokens: torch.Tensor, **kw: Any) -> torch.Tensor:
         if self.oom_above_batch is not None and tokens.size(0) > self.oom_above_batch and self.oom_here:
@@ -70,5 +74,10 @@ def signal_plan(value: str | None) -> tuple[int, str, int] | None:
     name, where, n, *rank = value.split(":")
     if rank and int(rank[0]) != int(os.environ.get("RANK", "0")):
         return None
-    assert where in ("train", "eval"), value
+    assert where in ("train", "eval", "import", "build"), value
     return getattr(signal, name), where, int(n)
+
+
+_plan = signal_plan(os.environ.get("XDPX_TEST_SIGNAL"))
+if _plan is not None and _plan[1] == "import":
+    os.kill(os.getpid(), _plan[0])
