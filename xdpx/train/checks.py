@@ -11,6 +11,7 @@ from typing import Any
 
 from xdpx import io
 from xdpx.io import writer_lock
+from xdpx.tasks.teacher_checks import teacher_problems
 
 STATE_FILE = "state.pt"
 
@@ -206,4 +207,5 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
             notes.append(f"pretrained_model: {resolve_checkpoint(local_pretrained(pretrained))}")
         except CheckpointError as e:
             problems.append(f"{args.source('pretrained_model')}: key 'pretrained_model': {e}")
+    problems += teacher_problems(args)  # an online distillation teacher: its files read, nothing loaded
     return problems, notes
