@@ -200,3 +200,48 @@ def test_a_file_without_line_ends_stops_at_file_line_instead_of_filling_memory(t
     code, _, err, data_dir = prepro(tmp_path, kind, capsys, skip_bad_lines=True)
     assert code == EXIT_FAILED and f"{tmp_path / 'source' / 'train.txt'}:4: a line longer than 1 MiB" in err, err
     assert not data_dir.exists()
+
+
+# ---- vocabularies whose tokens hold line breaks ------------------------------------------------------
+
+ODD_TOKENS = ["[PAD]", "[UNK]", "\n", "a\r\nb", "\r", "tab\there", "back\\slash", "x\\ny", "\u2028", "\x85", "good"]
+
+
+def test_a_vocabulary_with_line_break_tokens_round_trips_and_old_files_load_unchanged(tmp_path: Path) -> None:
+    from xdpx.data.dictionary import ESCAPED_MARK, Dictionary
+
+    Dictionary(ODD_TOKENS).save(str(tmp_path / "vocab.txt"))
+    lines = (tmp_path / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    assert lines[-2:] == [ESCAPED_MARK, ""] and len(lines) == len(ODD_TOKENS) + 2  # one line per token, the mark
+    assert lines[:4] == ["[PAD]", "[UNK]", "\\n", "a\\r\\nb"] and lines[6:8] == ["back\\\\slash", "x\\\\ny"]
+    assert Dictionary.load(str(tmp_path / "vocab.txt")).tokens == ODD_TOKENS
+    # a file of an earlier release (no mark) is read as it is: a backslash stays a backslash
+    old = ["[PAD]", "[UNK]", "\\", "x\\ny", "\\u2028", "##\\t", "good"]
+    (tmp_path / "old.txt").write_text("".join(f"{t}\n" for t in old), encoding="utf-8")
+    assert Dictionary.load(str(tmp_path / "old.txt")).tokens == old
+    Dictionary(old).save(str(tmp_path / "plain.txt"))  # nothing to escape: written plain, as before
+    assert (tmp_path / "plain.txt").read_text(encoding="utf-8") == (tmp_path / "old.txt").read_text(encoding="utf-8")
+
+
+def test_x_prepro_keeps_a_tokenizer_vocabulary_with_a_newline_token_one_line_per_id(tmp_path: Path,
+                                                                                     capsys: Any) -> None:
+    """A tokenizer.json holding a "\\n" token made vocab.txt one line too long (vocab_size one too many)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from xdpx.data.dictionary import Dictionary
+
+    vocab = {token: i for i, token in enumerate(ODD_TOKENS)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    (tmp_path / "tok").mkdir()
+    tokenizer.save(str(tmp_path / "tok" / "tokenizer.json"))
+    kind = Kind("newline token", {"train.txt": tsv(clean_rows())}, "ok",
+                options={"tokenizer": "auto", "tokenizer_dir": str(tmp_path / "tok")})
+    code, _, err, data_dir = prepro(tmp_path, kind, capsys)
+    assert code == 0, err
+    assert hjson.loads((data_dir / "meta.hjson").read_text())["vocab_size"] == len(ODD_TOKENS)
+    assert Dictionary.load(str(data_dir / "vocab.txt")).tokens == ODD_TOKENS
+    train = open_split(str(data_dir), "train")
+    ids = [list(train[i]["tokens"]) for i in range(len(clean_rows()))]
+    assert ids == [[vocab.get(word, 1) for word in text.split()] for text, _ in clean_rows()]
+    assert any(vocab["good"] in row for row in ids)  # ids past the newline token are the tokenizer's own

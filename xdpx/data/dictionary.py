@@ -1,11 +1,69 @@
-"""The vocabulary: vocab.txt (one token per line, the line number is the id) <-> ids."""
+r"""The vocabulary: vocab.txt (one token per line, the line number is the id) <-> ids.
+
+A token holding a line break (a newline token of a tokenizer.json, say) would take two lines and shift every
+later id. Such a vocabulary is written escaped (``\n``, ``\r``, ``\t``, ``\\``, ``\uXXXX`` for the other
+characters that end a line for str.splitlines), with :data:`ESCAPED_MARK` as an extra last line; every other
+vocabulary is written plain, as earlier releases wrote it (and BERT tools read it), and a file without the
+mark is read plain: old vocab.txt files load unchanged.
+"""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 
 from xdpx import io
+from xdpx.errors import UserError
+
+ESCAPED_MARK = "#xdpx-vocab: escaped (\\n \\r \\t \\\\ \\uXXXX); this line is not a token"
+# What ends a line for a reader of text (universal newlines, str.splitlines): a token holding one is escaped.
+LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_TO_ESCAPE = re.compile("[\\\\\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_ESCAPED = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
+_UNESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def escape(token: str) -> str:
+    return _TO_ESCAPE.sub(lambda m: _ESCAPES.get(m.group(), f"\\u{ord(m.group()):04x}"), token)
+
+
+def unescape(line: str, where: str = "") -> str:
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code in _UNESCAPES:
+            return _UNESCAPES[code]
+        if code.startswith("u") and len(code) == 5:
+            return chr(int(code[1:], 16))
+        raise UserError(f"{where}: unknown escape \\{code} in an escaped vocabulary (\\n \\r \\t \\\\ \\uXXXX)")
+
+    return _ESCAPED.sub(one, line)
+
+
+def needs_escaping(tokens: list[str]) -> bool:
+    """Whether a vocabulary can only be written escaped: a token holds a line break, or the last token is the
+    mark itself (a plain file ending so would be read as escaped)."""
+    return any(LINE_BREAKS.search(token) for token in tokens) or bool(tokens and tokens[-1] == ESCAPED_MARK)
+
+
+def write_vocab(path: str, tokens: Iterable[str]) -> None:
+    """vocab.txt: one token per line; escaped, with the mark as last line, only where a token needs it."""
+    tokens = list(tokens)
+    escaped = needs_escaping(tokens)
+    with io.open(path, "w") as f:
+        f.writelines(f"{escape(token) if escaped else token}\n" for token in tokens)
+        if escaped:
+            f.write(ESCAPED_MARK + "\n")
+
+
+def read_vocab(path: str) -> list[str]:
+    """The tokens of a vocab.txt in id order: plain, or escaped when its last line is the mark."""
+    with io.open(path) as f:
+        lines = [line.rstrip("\r\n") for line in f]
+    if lines and lines[-1] == ESCAPED_MARK:
+        return [unescape(line, f"{path}:{number}") for number, line in enumerate(lines[:-1], 1)]
+    return lines
 
 
 class Dictionary:
@@ -25,8 +83,7 @@ class Dictionary:
 
     @classmethod
     def load(cls, path: str, pad_word: str = "[PAD]", unk_word: str = "[UNK]") -> Dictionary:
-        with io.open(path) as f:
-            return cls((line.rstrip("\r\n") for line in f), pad_word, unk_word)
+        return cls(read_vocab(path), pad_word, unk_word)
 
     @classmethod
     def build(cls, counts: Counter[str], pad_word: str = "[PAD]", unk_word: str = "[UNK]",
@@ -44,8 +101,7 @@ class Dictionary:
         return cls([*head, *words], pad_word, unk_word)
 
     def save(self, path: str) -> None:
-        with io.open(path, "w") as f:
-            f.writelines(f"{token}\n" for token in self.tokens)
+        write_vocab(path, self.tokens)
 
     def __len__(self) -> int:
         return len(self.tokens)

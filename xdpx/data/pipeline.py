@@ -21,7 +21,7 @@ from xdpx import io
 from xdpx.config.errors import ConfigError
 from xdpx.data import parsers, tokenizers
 from xdpx.data.composition import build_loader, processor_class
-from xdpx.data.dictionary import Dictionary
+from xdpx.data.dictionary import Dictionary, write_vocab
 from xdpx.data.errors import BadLine, too_many_bad_lines
 from xdpx.data.indexed import IndexedWriter, ScalarWriter, narrowest_dtype
 from xdpx.data.meta import FACT_NAMES, FORMAT_VERSION, processing_values, read_meta, write_meta
@@ -157,8 +157,7 @@ class Prepro:
             tokenizer = self.tokenizer_cls(args, args.get("vocab_file"))
             if args.tokenizer == "auto":
                 io.copy(tokenizer.json_path, os.path.join(stage, TOKENIZER_JSON))
-            with open(vocab_path, "w", encoding="utf-8") as f:
-                f.writelines(f"{t}\n" for t in tokenizer.vocab_tokens())
+            write_vocab(vocab_path, tokenizer.vocab_tokens())  # escaped where a token holds a line break
         elif args.get("vocab_file"):
             io.copy(args.vocab_file, vocab_path)
         elif reuse and io.exists(vocab_there):

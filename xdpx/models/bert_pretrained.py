@@ -98,10 +98,17 @@ def load_into(model: Any, path: str, from_tf: bool = False, log: Callable[[str],
     weights = normalise_keys(read_weights(local, from_tf), set(own))
     mismatched = [f"{k} {tuple(v.shape)} vs ours {tuple(own[k].shape)}" for k, v in weights.items()
                   if k in own and tuple(own[k].shape) != tuple(v.shape)]
+    vocab_key = next((k for k in weights if k.endswith("word_embeddings.weight") and k in own), None)
+    if vocab_key is not None and own[vocab_key].shape[0] != weights[vocab_key].shape[0]:
+        # the message names what differs: the number of tokens, not the tokenizer or the other options
+        raise _user_error(f"pretrained_model {path}: its vocabulary has {weights[vocab_key].shape[0]} tokens, the "
+                          f"data's vocab.txt {own[vocab_key].shape[0]} (vocab_size in data_dir's meta.hjson): run "
+                          "x-prepro with the model's vocab.txt as vocab_file (tokenizer: bert) or its folder as "
+                          "tokenizer_dir (tokenizer: auto)")
     if mismatched:
         raise _user_error(f"pretrained_model {path}: shapes differ: {'; '.join(mismatched[:5])}. The "
-                          "architecture options (hidden_size, num_hidden_layers, vocab_size from the data...) "
-                          "must match the pretrained model; remove the ones you set, or use its vocab.txt")
+                          "architecture options (hidden_size, num_hidden_layers, intermediate_size...) must match "
+                          "the pretrained model; remove the ones you set")
     if not any(k in own for k in weights):
         raise _user_error(f"pretrained_model {path}: no parameter name matches this model (first names "
                           f"in the file: {list(weights)[:3]}): is it a BERT checkpoint?")

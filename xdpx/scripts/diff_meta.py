@@ -14,6 +14,7 @@ from typing import Any
 from xdpx import io
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
+from xdpx.data.dictionary import read_vocab
 from xdpx.data.meta import read_meta
 from xdpx.errors import UserError
 
@@ -35,6 +36,10 @@ def read_lines(path: str) -> list[str] | None:
         return None
     with io.open(path) as f:
         return f.read().splitlines()
+
+
+def vocab_tokens(path: str) -> list[str] | None:
+    return read_vocab(path) if io.exists(path) else None  # an escaped vocab.txt too (xdpx/data/dictionary.py)
 
 
 def _show(value: Any) -> str:
@@ -78,8 +83,8 @@ def differences(dir_a: str, dir_b: str) -> list[str]:
     lines = []
     if meta_a.get("vocab_size") != meta_b.get("vocab_size"):
         lines.append(f"vocab_size: {meta_a.get('vocab_size')} -> {meta_b.get('vocab_size')}")
-    lines += compare_lists("vocab.txt", read_lines(io.join(dir_a, "vocab.txt")),
-                           read_lines(io.join(dir_b, "vocab.txt")), "tokens")
+    lines += compare_lists("vocab.txt", vocab_tokens(io.join(dir_a, "vocab.txt")),
+                           vocab_tokens(io.join(dir_b, "vocab.txt")), "tokens")
     if meta_a.get("num_classes") != meta_b.get("num_classes"):
         lines.append(f"num_classes: {meta_a.get('num_classes')} -> {meta_b.get('num_classes')}")
     lines += compare_lists("target_map.txt", read_lines(io.join(dir_a, "target_map.txt")),
