@@ -108,3 +108,18 @@ def test_a_teacher_of_other_targets_names_the_label_set(kind, distill_data, tmp_
         f"x-train: error: {config}: key 'teacher': the label set differs: teacher {str(tmp_path / 'teacher')!r} "
         f"predicts {predicts}, the student one class per sample: its logits cannot be the student's soft targets; "
         "distil from a teacher of the student's kind of targets")
+
+
+def test_a_teacher_of_other_labels_names_both_target_maps(distill_data, tmp_path, capsys):
+    # the student's classes in the other order: its logit 0 would be scored against the teacher's logit 1
+    (tmp_path / "target_map.txt").write_text("1\n-1\n")
+    data = tmp_path / "data"
+    run("x-prepro", tmp_path / "prepro.hjson", {**WORDS, "data_source": str(POLARITY), "data_dir": str(data),
+                                               "processor": "single", "max_len": 48,
+                                               "target_map_file": str(tmp_path / "target_map.txt")})
+    config = student_config(tmp_path, data, tmp_path / "student", teacher=str(distill_data["teacher"]))
+    assert refused(config, tmp_path / "student", capsys) == (
+        f"x-train: error: {config}: key 'teacher': the label set differs: teacher ['-1', '1'] "
+        f"({distill_data['teacher'] / 'target_map.txt'}), student ['1', '-1'] ({data / 'target_map.txt'}): "
+        "distillation needs the same labels in the same order; preprocess the student's data with "
+        f"target_map_file: {distill_data['teacher'] / 'target_map.txt'}")
