@@ -34,6 +34,10 @@ def launch(reviews: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pat
         # paused after 4 updates; continued below on ONE process (update_freq 2 keeps the 32 samples)
         write_config(root / "hybrid.hjson", reviews, root / "hybrid", **COMMON, fsdp=True, fsdp_sharding="hybrid",
                      train_steps=4),
+        # paused after 4 updates, then resumed by the next run of this launch on the same two processes: the
+        # full state.pt is loaded into the shards (xdpx.train.fsdp.load_full_state)
+        write_config(root / "paused.hjson", reviews, root / "resumed", **COMMON, fsdp=True, train_steps=4),
+        write_config(root / "resume.hjson", reviews, root / "resumed", **COMMON, fsdp=True, resume=True),
         # last: rank 1 alone gets SIGUSR1 in the forward of update 5 (XDPX_TEST_SIGNAL, faulty_components)
         write_config(root / "preempt.hjson", reviews, root / "preempt", **{**COMMON, **PREEMPT}),
     ]
@@ -86,6 +90,23 @@ def test_fsdp_run_resumes_on_one_process_and_loads_as_a_plain_run(launch, review
     # x-eval / x-pred / x-serve and the exports load an FSDP run's checkpoint strictly, as any other
     loaded = load_run(str(root / "fsdp"), str(root / "fsdp" / "checkpoint-8.pt"))
     assert_same_weights(loaded.model.state_dict(), load_torch(str(root / "fsdp" / "checkpoint-8.pt")))
+
+
+def test_fsdp_run_paused_and_resumed_on_two_processes_equals_the_uninterrupted_run_bitwise(launch):
+    root, result = launch
+    log = (root / "resumed" / "log.txt").read_text()
+    assert "paused at update 4" in log and "resumed from state.pt: epoch 1, update 4" in log, result.stderr[-3000:]
+    assert log.count("elements per process") == 2  # sharded on two processes, before and after the pause
+    assert_same_weights(final_weights(root / "resumed"), final_weights(root / "fsdp"))
+    # the optimizer state the shards were loaded with went on as the uninterrupted run's (Adam's moments)
+    resumed, uninterrupted = (load_torch(str(root / run / "state.pt"))["optimizer"] for run in ("resumed", "fsdp"))
+    same_types = lambda groups: [{**g, "betas": tuple(g["betas"])} for g in groups]  # noqa: E731 (a list once loaded)
+    assert same_types(resumed["param_groups"]) == same_types(uninterrupted["param_groups"])
+    assert resumed["state"].keys() == uninterrupted["state"].keys()
+    for index, state in uninterrupted["state"].items():
+        for name, value in state.items():
+            assert torch.equal(resumed["state"][index][name], value), (index, name)
+    assert (root / "resumed" / "valid.log.tsv").read_text() == (root / "fsdp" / "valid.log.tsv").read_text()
 
 
 def test_two_processes_stop_together_when_only_one_rank_gets_the_signal(launch):
