@@ -57,7 +57,8 @@ TRAIN_OPTIONS: list[Any] = [
     Option("exclude_valid_from_train", bool, default=False,
            doc="leave the valid_subset split(s) out of the training splits that train_subset matches (e.g. "
                "train_subset: '*' over train, dev and test with valid_subset: dev trains on train and test); "
-               "log.txt says which splits and how many samples were left out"),
+               "log.txt says which splits and how many samples were left out. Off, a train_subset that includes "
+               "a valid split trains on it, with a warning on stderr and in log.txt"),
     Option("lazy_load", bool, default=False,
            doc="with several training shards: open one shard at a time, shuffle inside it, and shuffle "
                "the shard order from the second epoch on (shards must be pre-shuffled). Training may start "
