@@ -10,6 +10,7 @@ and the x-script tools call it.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import traceback
@@ -70,6 +71,8 @@ def resolve_runs(command_name: str, path: str) -> list:
                 source = config.sources.get("user_dir", path)
                 raise ConfigError(f"{source}: key 'user_dir': {e}: give the folder of your components "
                                   "(a Python package with an __init__.py)") from None
+            # recorded absolute (args.py): x-eval, x-pred and x-serve of the run import it from anywhere
+            config.values["user_dir"] = os.path.abspath(os.path.expanduser(config.values["user_dir"]))
         try:
             config = command.prepare(config)
             args = resolve(config.values, COMMON_OPTIONS + command.options(), command.group,

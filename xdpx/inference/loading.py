@@ -64,7 +64,11 @@ def run_options(args: Args) -> Args:
     merged = {**values, **extra}
     folder = user_dir_to_import(args, values.get("user_dir"), extra, origin)
     if folder:
-        load_user_dir(folder)
+        try:
+            load_user_dir(folder)
+        except FileNotFoundError as e:  # a run trained on another machine, or a folder moved since
+            raise UserError(f"{origin}: {e} on this machine: copy the run's components there, or give "
+                            "user_dir: the folder of your copy") from None
     root = training_root()
     if args.save_dir is not None:
         # args.py lists the options of the components the run chose; once extra_config chooses another
