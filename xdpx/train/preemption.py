@@ -27,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from xdpx.errors import EXIT_REQUEUE
+from xdpx.io.credentials import redact
 
 PREEMPTION_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
@@ -160,7 +161,7 @@ def stop_before_work(save_dir: str) -> None:
     watch = _started
     if watch is None or watch.received is None:
         return
-    print(f"x-train: {watch.signal_name} received while starting, before anything was written to {save_dir}: "
-          "exit code 3 (a job script of x-submit requeues the job); the same command run again starts the run",
+    print(redact(f"x-train: {watch.signal_name} received while starting, before anything was written to {save_dir}: "
+                 "exit code 3 (a job script of x-submit requeues the job); the same command run again starts the run"),
           flush=True)
     raise Preempted()
