@@ -128,3 +128,19 @@ def test_lstm_ner_exports_with_parity(crf_run, tmp_path, capsys, tool, name):
     assert (tmp_path / tool / name).exists()
     # the tool checks the export on real samples of the run's data, batched in several shapes
     assert "parity with the eager model" in capsys.readouterr().out
+    # ... and so does this test, on the file as a user loads it, against the run's own model
+    import torch
+
+    from xdpx.export.loading import load_run
+    from xdpx.export.parity import real_samples
+
+    inputs = json.loads((tmp_path / tool / "export.json").read_text())["inputs"]
+    scripted = torch.jit.load(str(tmp_path / tool / name))
+    run = load_run(str(crf_run))
+    samples = real_samples(run.args, 40)
+    for chosen in (samples[-5:], samples[12:14], samples[:1]):
+        batch = run.processor.collate(chosen)["net_input"]
+        with torch.no_grad():
+            expected, actual = run.model(**batch), scripted(*[batch[n] for n in inputs])
+        assert actual.shape == expected.shape
+        torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
