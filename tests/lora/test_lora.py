@@ -110,7 +110,11 @@ def test_merge_lora_writes_a_plain_run_that_predicts_as_the_adapters(lora_run: P
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     merged = tmp_path / "merged"
     assert x_script(["merge_lora", str(lora_run), "--out", str(merged)]) == 0
-    report = capsys.readouterr().out
+    captured = capsys.readouterr()
+    report = captured.out
+    # each phase says when it starts (a base-sized merge takes minutes on a CPU), on stderr
+    phases = [line.split(": ", 1)[1] for line in captured.err.splitlines() if line.startswith("x-script merge_lora [")]
+    assert [p.split(" ")[0] for p in phases] == ["loading", "merging", "checking", "writing"], captured.err
     difference = float(re.search(r"max \|difference\| (\S+)", report).group(1))
     assert difference <= 1e-5
     from xdpx.config.writers import read_args

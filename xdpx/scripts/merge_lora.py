@@ -27,6 +27,7 @@ from xdpx.config.errors import ConfigError
 from xdpx.errors import UserError
 from xdpx.io.ownership import RUN_MARKER, Output, check_outputs, claim, is_run_dir
 from xdpx.scripts.result_tables import split_flags
+from xdpx.utils.step_progress import Phases
 
 TOOL = "merge_lora"
 USAGE = "usage: x-script merge_lora SAVE_DIR --out OUT_DIR [--checkpoint CKPT] [--parity-data-dir DIR]"
@@ -119,13 +120,18 @@ def main(argv: list[str]) -> int:
     if run_args.get("lora") is None:
         raise UserError(f"{TOOL}: {save_dir} trained without lora (its args.py has lora: null): there is nothing "
                         "to merge; x-eval, x-pred and the exports load it as it is")
+    phases = Phases(f"x-script {TOOL}")  # a minute or two on a CPU for a base-sized model: say where it is
+    phases.start(f"loading {save_dir} with its adapters")
     loaded = load_model(options, run_args, say=lambda _message: None)
+    phases.start("merging the adapters into the weights")
     merged = merged_copy(loaded.model)
+    phases.start("checking the merged model against the adapters on real samples")
     parity = check_merge(loaded, merged, data_dir)
     name = io.basename(loaded.checkpoint or "")
     match = re.match(r"^checkpoint-(\d+)\.pt$", name)
     step = int(match.group(1)) if match else 0
     plain = run_options(load_options(save_dir, checkpoint, {"lora": None, "save_dir": out}))
+    phases.start(f"writing {out}")
     path = write_run(out, plain, merged.state_dict(), step, loaded.checkpoint, parity, save_dir)
     print(f"merged the LoRA adapters of {loaded.checkpoint} -> {out} ({path}); {parity}")
     return 0
