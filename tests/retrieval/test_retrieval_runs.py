@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import signal
 import sys
 from pathlib import Path
@@ -103,11 +104,16 @@ def test_pred_writes_embeddings_and_their_cosine(predictions):
         assert [float(v) for v in row["embedding2"].split()] == pytest.approx(pair[1].tolist(), abs=1e-6)
 
 
-def test_index_with_faiss_and_numpy_and_search_and_serve_agree(retrieval_run, predictions, tmp_path, capsys):
+def test_index_with_faiss_and_numpy_and_search_and_serve_agree(retrieval_run, predictions, tmp_path, capsys,
+                                                                monkeypatch):
     pytest.importorskip("faiss")
+    monkeypatch.setenv("XDPX_PROGRESS_SECONDS", "0")  # a progress line per batch of texts embedded, on stderr
+    monkeypatch.delenv("XDPX_QUIET", raising=False)
     for backend in ("faiss", "numpy"):
         assert x_script(["build_index", str(retrieval_run), str(SAMPLE / "dev.tsv"), str(tmp_path / backend),
-                         "--column", "1", "--backend", backend]) == 0
+                         "--column", "1", "--backend", backend, "--batch-size", "8"]) == 0
+        err = capsys.readouterr().err
+        assert re.search(r"^x-script build_index: 1/\d+ batches \(\d+%\)", err, re.M), err
     assert (tmp_path / "faiss/vectors.faiss").exists() and (tmp_path / "numpy/vectors.npy").exists()
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine/notes.txt").write_text("a user's file")

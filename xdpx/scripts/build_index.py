@@ -71,7 +71,7 @@ def load_bi_encoder(save_dir: str, checkpoint: str, batch_size: int | None) -> t
     return predictor, predictor.loaded.checkpoint
 
 
-def embed_texts(predictor: object, texts: list[str]) -> object:
+def embed_texts(predictor: object, texts: list[str], tool: str = "build_index") -> object:
     """``[N, D]`` float32 embeddings, each text encoded on its own (x-serve /embed's processing)."""
     import numpy as np
 
@@ -84,7 +84,7 @@ def embed_texts(predictor: object, texts: list[str]) -> object:
         sample["id"] = i
         samples.append(sample)
     outputs = predict_logits(loaded.task, loaded.model, loaded.processor, samples, loaded.batch_size,
-                             loaded.autocast, loaded.to_device)
+                             loaded.autocast, loaded.to_device, progress=f"x-script {tool}")
     return np.ascontiguousarray(outputs.numpy().reshape(len(texts), -1), dtype=np.float32)
 
 

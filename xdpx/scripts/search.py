@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
             f" (a path relative to the folder build_index ran in, not found from {os.getcwd()}: run search "
             "there)" if relative else "") + ": build the index again")
     predictor, _ = load_bi_encoder(save_dir, checkpoint, None)
-    embedded = embed_texts(predictor, queries)
+    embedded = embed_texts(predictor, queries, "search")
     if embedded.shape[1] != stored.index.dim:  # type: ignore[attr-defined]
         raise UserError(f"{folder} holds vectors of dim {stored.index.dim}, but run {save_dir} ({checkpoint}) "
                         f"embeds in dim {embedded.shape[1]}: the run was trained again after build_index; "  # type: ignore[attr-defined]
