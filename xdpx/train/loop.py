@@ -181,7 +181,7 @@ class Trainer:
             if a.save:
                 save_checkpoint(self, is_best=False)
         elif stop != "preempted" and self.last_eval_step != self.num_updates:
-            if self.preemption.received is not None:  # came in the last update: stopped so until the end is saved
+            if self.preemption.share(self.context):  # came in the last update (every rank alike: fsdp saves together)
                 self._save_preempted()
             evaluate_and_save(self, final=True)
         self.finished = stop not in ("pause", "preempted")
