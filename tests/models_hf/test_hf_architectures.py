@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import torch
 from hf_builders import ARCHITECTURES
 
 from xdpx.cli import run_chain, x_script
+from xdpx.export.loading import load_run
+from xdpx.export.parity import real_samples
 
 # a short run with every policy that carries state: eval and best, lr warmup and decay, dropout
 TRAIN = {"model": "hf_classification", "loss": "cross_entropy", "learning_rate": 2e-3, "batch_size": 16,
@@ -95,3 +98,25 @@ def test_architecture_trains_resumes_bitwise_evaluates_and_exports(architecture,
     info = json.loads((tmp_path / tool / "export.json").read_text())
     assert info["parity"].startswith("max |difference|"), info["parity"]
     assert float(info["parity"].split()[2]) <= 1e-4
+    # the exported file as a user loads it (onnxruntime / torch.jit.load) against the run's model, here
+    run, exported = load_run(str(reference)), load_exported(tmp_path / tool)
+    samples = real_samples(run.args, 40)
+    for chosen in (samples[-5:], samples[12:14]):
+        batch = run.processor.collate(chosen)["net_input"]
+        with torch.no_grad():
+            expected = run.model(**batch)
+        actual = exported([batch[n] for n in info["inputs"]])
+        assert actual.shape == expected.shape
+        torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+def load_exported(out_dir: Path) -> Callable[[list[torch.Tensor]], torch.Tensor]:
+    """The model of export_onnx (in onnxruntime) or export_torchscript: positional inputs -> its output."""
+    if (out_dir / "model.onnx").exists():
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(out_dir / "model.onnx"), providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        return lambda tensors: torch.from_numpy(session.run(None, dict(zip(names, (t.numpy() for t in tensors))))[0])
+    scripted = torch.jit.load(str(out_dir / "model.pt"))
+    return lambda tensors: scripted(*tensors).detach()
