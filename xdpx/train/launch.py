@@ -166,7 +166,9 @@ def _worker(explicit: dict[str, Any], sources: dict[str, str], origin: str = "co
     try:
         # origin: the config file the user ran, which the messages name (e.g. the command to continue)
         args = resolve(explicit, COMMON_OPTIONS + command.options(), command.group, sources=sources, origin=origin)
-        with writer_lock.scope():  # rank 0 takes the run directory's lock: released however it ends
+        # rank 0 takes the run directory's lock: released however it ends; a preemption signal from here on
+        # (the checks, the model's building) exits 3 too (xdpx/train/preemption.py)
+        with command.running(dry=False), writer_lock.scope():
             command.run(args)
     except ConfigError as e:
         print(f"x-train: error: {redact(str(e))}", file=sys.stderr)
