@@ -58,6 +58,7 @@ def test_a_job_id_that_is_not_a_slurm_id_refuses_the_file(job, tmp_path, scancel
     assert err.strip() == (f"x-submit: error: {history}:2: job id {job!r} is not a Slurm job id (digits, as "
                            "sbatch answered): this line was not written by x-submit; remove it, or give the job id")
     assert not scancel.exists() and history.read_bytes() == before
+    assert resolve_job("7") == ("7", None)
 
 
 def test_a_run_folder_names_the_job_that_writes_it(tmp_path, monkeypatch):
@@ -80,3 +81,4 @@ def test_a_history_of_another_user_is_refused(tmp_path, scancel, monkeypatch, ca
     assert err.strip() == (f"x-submit: error: {history}: belongs to user id 4321, not to you (0): x-submit follows "
                            "only jobs recorded by your own submissions; give the job id instead")
     assert not scancel.exists()
+    assert resolve_job("7") == ("7", None)  # a job id given is followed without the file's log path

@@ -46,9 +46,12 @@ def job_command(name: str, argv: list[str]) -> int:
 
 def resolve_job(target: str) -> tuple[str, Submission | None]:
     """The job id that ``target`` names (an id, or a run folder recorded in command_history.txt)."""
-    submission = find_submission(target)
     if JOB_ID.fullmatch(target):
-        return target, submission
+        try:
+            return target, find_submission(target)
+        except HistoryError:  # the id is the user's own word: a history not to be trusted only loses the log path
+            return target, None
+    submission = find_submission(target)
     if submission is None:
         raise UserError(f"no submission in command_history.txt of the current folder writes {target!r}: run "
                         "this from the folder you ran x-submit from, or give the job id (`squeue --me` lists "
