@@ -27,6 +27,7 @@ from xdpx.config.options import Option, Rule
 from xdpx.errors import UserError
 from xdpx.tasks import tasks
 from xdpx.tasks.default import Task
+from xdpx.tasks.teacher_checks import input_problem
 
 DISTILL_LOSSES = ("distill", "bce_distill", "tinybert")
 
@@ -100,11 +101,11 @@ class DistillTask(Task):
         if self._reuse_inputs:
             return batch["net_input"]
         texts = batch.get("texts")
-        if texts is None:
-            raise UserError(f"teacher {self.args.teacher!r} tokenizes differently from the student "
-                            f"(processor {teacher.args.processor}, tokenizer {teacher.args.get('tokenizer')}): "
-                            "it needs the raw texts. Preprocess the student's data with teacher_logits: true and "
-                            "keep_texts: true (or the processors single_with_logits / pair_with_logits)")
+        if texts is None:  # x-train's checks refuse this before any work; a teacher changed since lands here
+            why = input_problem(teacher.args, self.args, teacher.path) or (
+                "the student's batches are not the teacher's input, and the student's data keeps no raw texts. "
+                "Preprocess the student's data with teacher_logits: true and keep_texts: true")
+            raise UserError(f"teacher {self.args.teacher!r}: {why}")
         processor = teacher.processor
         collated = processor.collate([dict(processor.encode(list(t)), id=i) for i, t in enumerate(texts)])
         return {k: v.to(device) for k, v in collated["net_input"].items()}
