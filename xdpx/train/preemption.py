@@ -162,6 +162,6 @@ def stop_before_work(save_dir: str) -> None:
     if watch is None or watch.received is None:
         return
     print(redact(f"x-train: {watch.signal_name} received while starting, before anything was written to {save_dir}: "
-                 "exit code 3 (a job script of x-submit requeues the job); the same command run again starts the run"),
+                 "exit code 3 (a job script of x-submit requeues the job); the same command run again starts (or continues) the run"),
           flush=True)
     raise Preempted()
