@@ -25,6 +25,7 @@ from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import above, at_least
 from xdpx.losses import losses
 from xdpx.losses.base import Loss, step_logs
+from xdpx.losses.grad_cache import cached_embeddings
 from xdpx.models.choice import head_name
 
 RECALL_AT = Option("recall_at", list[int], default=[1, 10], validate=at_least(1, min_items=1),
@@ -57,7 +58,8 @@ class BiEncoderLoss(Loss):
 
     def __call__(self, model: nn.Module, batch: dict[str, Any],
                  keep_outputs: bool = False) -> tuple[torch.Tensor, int, dict[str, Any]]:
-        embeddings = model(**batch["net_input"])
+        chunk = self.args.get("mini_batch_size")  # gradient caching (xdpx/losses/grad_cache.py), info_nce's option
+        embeddings = cached_embeddings(model, batch["net_input"], chunk) if chunk else model(**batch["net_input"])
         size = embeddings.size(0)
         target = batch.get("target")
         if target is None:  # pairs without a label column: the losses need none; metrics keep the shape
@@ -86,6 +88,13 @@ class InfoNCE(BiEncoderLoss):
                    "scale 20 is 0.05): smaller is sharper"),
         Option("symmetric", bool, default=False,
                doc="also score each positive against all queries of the batch (both directions averaged)"),
+        Option("mini_batch_size", int, default=None, validate=at_least(1),
+               doc="gradient caching (sentence-transformers' CachedMultipleNegativesRankingLoss): embed the batch "
+                   "in chunks of this many samples, so batch_size sets the pool of in-batch negatives while "
+                   "memory is that of one chunk; the loss and its gradient are the whole batch's (about 1/3 more "
+                   "compute: each chunk runs twice). null: one pass over the batch"),
+        Rule(lambda a: not (a.get("mini_batch_size") and a.get("fsdp")), "mini_batch_size (gradient caching) is "
+             "built for one process or DDP; with fsdp set mini_batch_size: null", keys=("mini_batch_size", "fsdp")),
         RECALL_AT, MAJOR_METRIC_RULE, BI_ENCODER_RULE,
     ]
 
