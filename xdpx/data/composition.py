@@ -30,7 +30,7 @@ FRAMED = {("single", "bert"): "bert_single", ("single", "model"): "hf_single",
           ("pair", "bert"): "bert_pair", ("pair", "model"): "hf_pair",
           ("ner", "bert"): "bert_ner", ("ner", "model"): "bert_ner",
           ("bi_encoder", "bert"): "bert_bi_encoder", ("bi_encoder", "model"): "bert_bi_encoder"}
-LOGIT_LOADERS = ("single", "pair")
+LOGIT_LOADERS = ("single", "pair", "triplet")  # triplet: the bi-encoder's margin_mse
 
 
 def _framable(args: Any) -> bool:
@@ -52,10 +52,11 @@ COMPOSITION_OPTIONS = [
          "tokenizer_dir: the model folder", keys=("special_tokens", "tokenizer")),
     Option("teacher_logits", bool, default=False,
            doc="the records end with a teacher's logits (x-pred distill: true, concat_origin: true): stored "
-               "beside the tokens for static distillation (task: distill); any processor of one text or a pair",
+               "beside the tokens for static distillation (task: distill); any processor of one text or a pair, "
+               "and the bi-encoder's triplets (loss margin_mse)",
            children={True: [NUM_LOGITS, KEEP_TEXTS,
                             Rule(lambda a: a.loader in LOGIT_LOADERS or a.loader.endswith("_with_logits"),
-                                 "teacher_logits: the logits follow the texts of loader single or pair",
+                                 "teacher_logits: the logits follow the texts of loader single, pair or triplet",
                                  keys=("teacher_logits", "loader"))]}),
 ]
 

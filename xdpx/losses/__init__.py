@@ -10,4 +10,5 @@ from xdpx.registry import Registry
 losses = Registry("loss", modules=("xdpx.losses.classification", "xdpx.losses.regression", "xdpx.losses.mlm",
                                    "xdpx.losses.focal", "xdpx.losses.circle", "xdpx.losses.taylor",
                                    "xdpx.losses.multilabel", "xdpx.losses.bi_encoder", "xdpx.losses.ner",
-                                   "xdpx.losses.distill", "xdpx.losses.intermediate"))
+                                   "xdpx.losses.distill", "xdpx.losses.intermediate", "xdpx.losses.pair_scores",
+                                   "xdpx.losses.distances", "xdpx.losses.margin_mse"))

@@ -10,7 +10,10 @@ embeddings of the K texts of each sample):
   ``score_scale``), mean squared error: sentence-transformers' CosineSimilarityLoss for STS data.
 
 Both report the retrieval metrics of the dev set as its own candidate pool (recall_at_<k>, mrr) and, with
-regression targets, pearson / spearman of the cosine (xdpx/metrics/retrieval.py).
+regression targets, pearson / spearman of the cosine (xdpx/metrics/retrieval.py). More losses build on
+:class:`BiEncoderLoss`: cosent / angle (xdpx/losses/pair_scores.py), triplet / contrastive
+(xdpx/losses/distances.py), margin_mse (xdpx/losses/margin_mse.py); every one takes the Matryoshka options
+(xdpx/losses/matryoshka.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from xdpx.config.ranges import above, at_least
 from xdpx.losses import losses
 from xdpx.losses.base import Loss, step_logs
 from xdpx.losses.grad_cache import cached_embeddings
+from xdpx.losses.matryoshka import MATRYOSHKA_OPTIONS, over_widths, widths
 from xdpx.models.choice import head_name
 
 RECALL_AT = Option("recall_at", list[int], default=[1, 10], validate=at_least(1, min_items=1),
@@ -34,13 +38,14 @@ RECALL_AT = Option("recall_at", list[int], default=[1, 10], validate=at_least(1,
 
 
 def _major_metric_ok(args: Any) -> bool:
-    names = {"loss", "mrr", "pearson", "spearman", *(f"recall_at_{k}" for k in args.get("recall_at") or [])}
-    return args.major_metric in names
+    names = {"mrr", "pearson", "spearman", *(f"recall_at_{k}" for k in args.get("recall_at") or [])}
+    return args.major_metric == "loss" or args.major_metric in names | {
+        f"{name}@{dim}" for name in names for dim, _ in widths(args)}
 
 
 MAJOR_METRIC_RULE = Rule(_major_metric_ok, "major_metric is not reported with this loss; choose 'loss', mrr, "
-                         "recall_at_<k> for a k of recall_at, or (with regression targets) pearson / spearman",
-                         keys=("major_metric", "loss", "recall_at"))
+                         "recall_at_<k> for a k of recall_at, or (with regression targets) pearson / spearman; "
+                         "with matryoshka_dims also <metric>@<width>", keys=("major_metric", "loss", "recall_at"))
 BI_ENCODER_RULE = Rule(lambda a: head_name(a) == "bi_encoder" or a.get("user_dir") is not None,
                        "this loss scores a bi-encoder's embeddings: use head: bi_encoder on any encoder (or the "
                        "models bi_encoder / bert_bi_encoder), with processor bi_encoder / bert_bi_encoder",
@@ -54,7 +59,12 @@ class BiEncoderLoss(Loss):
     kinds = ("retrieval",)
 
     def scores(self, embeddings: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
+        """The loss summed over the batch from the embeddings ``[B, K, D]`` (float32)."""
         raise NotImplementedError
+
+    def batch_loss(self, embeddings: torch.Tensor, target: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
+        """:meth:`scores`; a loss that reads more of the batch (margin_mse: the teacher's scores) overrides it."""
+        return self.scores(embeddings, target)
 
     def __call__(self, model: nn.Module, batch: dict[str, Any],
                  keep_outputs: bool = False) -> tuple[torch.Tensor, int, dict[str, Any]]:
@@ -64,15 +74,21 @@ class BiEncoderLoss(Loss):
         target = batch.get("target")
         if target is None:  # pairs without a label column: the losses need none; metrics keep the shape
             target = torch.zeros(size, device=embeddings.device)
-        loss_sum = self.scores(embeddings, target)
+        loss_sum = over_widths(lambda e: self.batch_loss(e, target, batch), embeddings, self.args)
         outputs = (embeddings.detach().reshape(size, -1), target) if keep_outputs else None
         return loss_sum, size, step_logs(loss_sum, size, size, outputs)
 
     def compute_metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+        from xdpx.metrics.predictions import _numpy
         from xdpx.metrics.retrieval import retrieval_metrics
 
         num_texts = 3 if self.args.get("loader") == "triplet" else 2
-        return retrieval_metrics(logits, targets, num_texts, list(self.args.recall_at))
+        ks = list(self.args.recall_at)
+        out = retrieval_metrics(logits, targets, num_texts, ks)
+        for dim, _ in widths(self.args):  # each Matryoshka width: the metrics of the vectors cut to it
+            cut = _numpy(logits).reshape(len(logits), num_texts, -1)[:, :, :dim].reshape(len(logits), -1)
+            out.update({f"{name}@{dim}": value for name, value in retrieval_metrics(cut, targets, num_texts, ks).items()})
+        return out
 
     def prediction_format(self, args: Any, labels: list[str] | None) -> EmbeddingFormat:
         return EmbeddingFormat(3 if self.args.get("loader") == "triplet" else 2)
@@ -95,7 +111,7 @@ class InfoNCE(BiEncoderLoss):
                    "compute: each chunk runs twice). null: one pass over the batch"),
         Rule(lambda a: not (a.get("mini_batch_size") and a.get("fsdp")), "mini_batch_size (gradient caching) is "
              "built for one process or DDP; with fsdp set mini_batch_size: null", keys=("mini_batch_size", "fsdp")),
-        RECALL_AT, MAJOR_METRIC_RULE, BI_ENCODER_RULE,
+        RECALL_AT, MAJOR_METRIC_RULE, BI_ENCODER_RULE, *MATRYOSHKA_OPTIONS,
     ]
 
     def scores(self, embeddings: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
@@ -119,7 +135,7 @@ class CosineSimilarity(BiEncoderLoss):
     options = [
         Option("score_scale", float, default=5.0, validate=above(0),
                doc="the score that means 'the same meaning' (STS-B: 5): targets are divided by it"),
-        RECALL_AT, MAJOR_METRIC_RULE, BI_ENCODER_RULE,
+        RECALL_AT, MAJOR_METRIC_RULE, BI_ENCODER_RULE, *MATRYOSHKA_OPTIONS,
         Rule(lambda a: a.target_type == "regression", "cosine_similarity regresses onto scores: it needs "
              "target_type: regression (e.g. STS-B's 0-5 scores)", keys=("loss", "target_type")),
     ]
