@@ -22,6 +22,7 @@ from xdpx.data.composition import processor_class
 from xdpx.data.processing import TARGET_MAP_FILE, VOCAB_FILE
 from xdpx.errors import UserError
 from xdpx.models.checkpoints import BEST, LAST, CheckpointError, read_index, resolve_checkpoint
+from xdpx.registry import RegistryError
 from xdpx.tasks.teacher import ARGS_FILE, run_dir_of, teacher_args
 
 META_FILE = "meta.hjson"  # what x-prepro writes into a data_dir (an x-train run has none)
@@ -45,13 +46,12 @@ def teacher_problems(args: Any) -> list[str]:
         return [f"{key}: {io.join(run_dir, ARGS_FILE)} cannot be read ({type(e).__name__}): is {run_dir!r} "
                 "an x-train run?"]
     problems = [f"{key}: {p}" for p in (checkpoint_problem(run_dir, checkpoint),) if p]
-    labels = label_problem(teacher, args, run_dir)
-    if labels:
-        problems.append(f"{key}: {labels}")
-    else:
-        tokens = input_problem(teacher, args, run_dir)
-        if tokens:
-            problems.append(f"{key}: {tokens}")
+    try:
+        found = label_problem(teacher, args, run_dir) or input_problem(teacher, args, run_dir)
+    except RegistryError as e:  # a component of the teacher's own user_dir, not imported here
+        found = f"teacher run {run_dir!r}: {e} (load the teacher's components with user_dir)"
+    if found:
+        problems.append(f"{key}: {found}")
     return problems
 
 
