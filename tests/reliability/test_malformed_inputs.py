@@ -9,7 +9,17 @@ from typing import Any
 
 import hjson
 import pytest
-from malformed_helpers import PREPRO_BASE, Kind, clean_rows, prepro_kinds, run, tsv, write_files, write_json
+from malformed_helpers import (
+    PREPRO_BASE,
+    Kind,
+    clean_rows,
+    prepro_kinds,
+    run,
+    tsv,
+    with_line,
+    write_files,
+    write_json,
+)
 
 from xdpx.cli import EXIT_FAILED
 from xdpx.data.dataset import open_split
@@ -110,6 +120,37 @@ def test_label_column_null_reads_labelled_files_as_unlabelled_texts(tmp_path: Pa
     train = open_split(str(data_dir), "train")
     assert " ".join(vocab[i] for i in train[0]["tokens"]) == clean_rows()[0][0] and "target" not in train[0]
     assert "pos" not in vocab and "neg" not in vocab  # the label column is not read as text
+
+
+def test_a_label_spelt_with_other_inner_whitespace_stops_x_prepro_unless_variants_are_allowed(
+        tmp_path: Path, capsys: Any) -> None:
+    rows = [(text, "very nice" if i % 2 else "not nice") for i, (text, _) in enumerate(clean_rows())]
+    kind = Kind("spacing", {"train.txt": with_line(tsv(rows), 7, b"a b\tVery  Nice")}, "error")
+    code, _, err, data_dir = prepro(tmp_path, kind, capsys)
+    assert code == EXIT_FAILED and not data_dir.exists(), err
+    assert (f"{tmp_path / 'source' / 'train.txt'}:7: label 'Very  Nice' (1 train sample(s)) differs from 'very nice' "
+            f"(20, first at {tmp_path / 'source' / 'train.txt'}:2) only by case or whitespace: it would be a class of "
+            "its own. Write it 'very nice' in the data (or set allow_label_variants: true if they are different "
+            "classes)") in err, err
+    code, _, err, data_dir = prepro(tmp_path, kind, capsys, allow_label_variants=True)
+    assert code == 0, err
+    assert (data_dir / "target_map.txt").read_text().splitlines() == ["not nice", "very nice", "Very  Nice"]
+
+
+def test_json_number_labels_beside_strings_are_one_class_and_x_prepro_says_so(tmp_path: Path, capsys: Any) -> None:
+    rows = b"".join(b'{"text": "%s", "label": "%d"}\n' % (t.encode(), i % 2) for i, (t, _) in enumerate(clean_rows()))
+    rows += b'{"text": "a b", "label": 1}\n{"text": "c d", "label": 1.0}\n{"text": "e f", "label": 0e0}\n'
+    kind = Kind("json kinds", {"train.jsonl": rows}, "ok",
+                options={"parser": "jsonl", "fields": ["text", "label"], "data_files": "*.jsonl"})
+    code, out, err, data_dir = prepro(tmp_path, kind, capsys)
+    assert code == 0, err
+    assert (data_dir / "target_map.txt").read_text().splitlines() == ["1", "0"]  # 1.0 and 0e0 are 1 and 0
+    where = tmp_path / "source" / "train.jsonl"
+    assert (f"note: label '1' is written both as a JSON number ({where}:41) and as a string ({where}:2): one class, "
+            "the label being its text") in out, out
+    assert f"note: label '0' is written both as a JSON number ({where}:43) and as a string ({where}:1)" in out, out
+    targets = [int(open_split(str(data_dir), "train")[i]["target"]) for i in (1, 40, 41, 42)]
+    assert targets == [0, 0, 0, 1]  # "1", 1, 1.0 -> class of '1'; 0e0 -> class of '0'
 
 
 # ---- x-pred ------------------------------------------------------------------------------------------

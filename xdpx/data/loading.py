@@ -26,6 +26,10 @@ from xdpx.data.errors import BadLine
 from xdpx.data.parsing import JsonValue
 from xdpx.data.targets import check_label_set
 
+# A label is a class name (or a number): a longer one is a text read as the label (wrong columns), and
+# would fill target_map.txt, x-pred's label column and every message that names it.
+MAX_LABEL_CHARS = 200
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -113,9 +117,14 @@ class Loader:
                 if getattr(column, "kind", None) == "list" and not multilabel:
                     raise BadLine(f"{column.field} (the label) is a JSON list: set target_type: multilabel for "
                                   "label sets")
-                label = check_text(json_column(column, "label").strip(), "label")
+                value = json_column(column, "label")
+                # a JSON number keeps its kind (its text has no spaces): x-prepro notes 1 beside "1"
+                label = check_text(value if isinstance(value, JsonValue) else value.strip(), "label")
                 if not label and not multilabel:  # multilabel: an empty label column is the empty set
                     raise BadLine("empty label")
+                if len(label) > MAX_LABEL_CHARS and not multilabel:
+                    raise BadLine(f"a label of {len(label):,} characters ({label[:40]!r}...), more than "
+                                  f"{MAX_LABEL_CHARS}: a text in the label column? Check label_column (or fields)")
                 if multilabel:
                     check_label_set(label, self.args)
         else:  # an unlabelled file in a labelled layout: exactly the texts, in order

@@ -201,7 +201,10 @@ def _columns_of(item: Any, fields: list[str] | None) -> list[str]:
             columns.append(value)
         else:
             kind = "null" if value is None else "boolean" if isinstance(value, bool) else "number"
-            columns.append(JsonValue("" if value is None else json.dumps(value), kind, field))
+            text = "" if value is None else json.dumps(value)
+            if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+                text = str(int(value))  # 1.0 (or 1e0) is the label 1, as a whole-number cell of a table is
+            columns.append(JsonValue(text, kind, field))
     return columns
 
 

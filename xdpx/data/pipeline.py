@@ -24,6 +24,7 @@ from xdpx.data.composition import build_loader, processor_class
 from xdpx.data.dictionary import Dictionary, write_vocab
 from xdpx.data.errors import BadLine, too_many_bad_lines
 from xdpx.data.indexed import IndexedWriter, ScalarWriter, narrowest_dtype
+from xdpx.data.label_spellings import FirstSeen, checked_counts
 from xdpx.data.meta import FACT_NAMES, FORMAT_VERSION, processing_values, read_meta, write_meta
 from xdpx.data.processing import TARGET_MAP_FILE, VOCAB_FILE
 from xdpx.data.reading import WorkerPool, iter_chunks, new_digest
@@ -193,6 +194,7 @@ class Prepro:
         token_counts: Counter[str] = Counter()
         label_counts: Counter[str] = Counter()
         first_labels: list[tuple[str, str]] = []
+        first_seen: FirstSeen = {}
         for _split, files in train:
             chunks = ((*chunk, need_vocab) for chunk in iter_chunks(
                 files, self.parser, self.loader, args.start_line, args.remove_duplicate, new_digest(), Counter()))
@@ -200,6 +202,8 @@ class Prepro:
                 token_counts.update(result.tokens)
                 label_counts.update(result.labels)
                 first_labels += result.first_labels
+                for key, where in result.first_seen.items():
+                    first_seen.setdefault(key, where)
         if need_vocab:
             always: set[str] = set()
             if args.get("pretrained_embeddings") and args.ignore_in_emb:
@@ -215,6 +219,7 @@ class Prepro:
             label_counts = self.without_headers(label_counts, first_labels)
             if args.target_type == "multilabel":
                 label_counts = without_joined_labels(label_counts, args, self.say)
+            label_counts = checked_counts(label_counts, first_seen, args, self.say)  # one label spelt two ways
             try:
                 target_map = TargetMap.build(label_counts, args.target_type, args.get("special_targets") or [],
                                              unk=args.get("target_unk"))

@@ -12,6 +12,7 @@ from xdpx.command import Command, commands
 from xdpx.config.options import Args, Option, Rule
 from xdpx.config.ranges import at_least, exactly
 from xdpx.data.errors import MAX_BAD_FRACTION
+from xdpx.data.label_spellings import ALLOW_LABEL_VARIANTS
 from xdpx.data.meta import PROCESSING_OPTIONS
 from xdpx.data.splits import same_folder
 from xdpx.data.tokenizing import tokenizer_dir_problem
@@ -60,6 +61,7 @@ VOCAB_BUILD_OPTIONS = [
 TARGET_MAP_OPTIONS = [
     Option("special_targets", list[str], default=[],
            doc="labels always placed first in the target map, e.g. the negative class for multi-class F1"),
+    ALLOW_LABEL_VARIANTS,
 ]
 
 PREPRO_OPTIONS = [

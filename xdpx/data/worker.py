@@ -14,6 +14,7 @@ from typing import Any
 
 from xdpx.data.errors import BadLine, count_skipped, decode_utf8
 from xdpx.data.loading import Layout
+from xdpx.data.parsing import JsonValue
 from xdpx.data.targets import label_names
 
 _STATE: ChunkWorker | None = None  # this process's worker (one per process; set by init_worker)
@@ -25,6 +26,8 @@ class ScanResult:
     labels: Counter[str] = field(default_factory=Counter)
     # (file:line, label) of a file's first record: a label seen only there is likely a header line.
     first_labels: list[tuple[str, str]] = field(default_factory=list)
+    # (label name, "" or the JSON kind it was written as) -> its first file:line (xdpx/data/label_spellings.py)
+    first_seen: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 @dataclass
@@ -93,8 +96,14 @@ class ChunkWorker:
         if count_tokens:
             for tokens in self.tokenizer.tokenize_batch([t for _, texts, _ in records for t in texts if t]):
                 result.tokens.update(tokens)
-        result.labels.update(name for _, _, label in records if label is not None
-                             for name in label_names(label, self.args))
+        for number, _, label in records:
+            if label is None:
+                continue
+            names = label_names(label, self.args)
+            result.labels.update(names)
+            kind = label.kind if isinstance(label, JsonValue) and label.kind != "list" else ""
+            for name in names:
+                result.first_seen.setdefault((name, kind), f"{job[0]}:{number}")
         first_line = job[1].line
         result.first_labels = [(f"{job[0]}:{number}", label) for number, _, label in records
                                if number == first_line and label is not None]
