@@ -167,6 +167,21 @@ def test_freelb_gradient_checkpointing_and_bf16_with_update_freq(hf_models, hf_p
     assert all(v.dtype == torch.float32 for v in bf16.values())  # autocast: the weights stay fp32
 
 
+def assert_same_outputs(save_dir: Path, exported: Any) -> None:
+    """``exported(net_input)`` equals the run's model on real batches of two shapes."""
+    from xdpx.export.loading import load_run
+    from xdpx.export.parity import real_samples
+
+    run = load_run(str(save_dir))
+    samples = real_samples(run.args, 40)
+    for chosen in (samples[-5:], samples[12:14]):
+        batch = run.processor.collate(chosen)["net_input"]
+        with torch.no_grad():
+            expected, actual = run.model(**batch), exported(batch)
+        assert actual.shape == expected.shape
+        torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.slow
 def test_pair_regression_export_hf_round_trips_and_x_pred(hf_models, hf_polarity, tmp_path):
     # STS-B pairs as regression on BERT (token types 0/1) with its pooler: transformers' own
@@ -183,6 +198,12 @@ def test_pair_regression_export_hf_round_trips_and_x_pred(hf_models, hf_polarity
     info = json.loads((out / "export.json").read_text())
     assert info["architecture"] == "AutoModelForSequenceClassification" and float(info["parity"].split()[2]) <= 1e-5
     assert json.loads((out / "config.json").read_text())["problem_type"] == "regression"
+    from transformers import AutoModel, AutoModelForSequenceClassification
+
+    # the folder as a user loads it, against the run's model on real batches (not the tool's own number)
+    hf = AutoModelForSequenceClassification.from_pretrained(str(out)).eval()
+    assert type(hf).__name__ == "BertForSequenceClassification"
+    assert_same_outputs(pair_run, lambda batch: hf(**batch).logits.squeeze(-1))
 
     # RoBERTa with cls pooling: the encoder by save_pretrained, the head beside it
     run = train(tmp_path, "roberta", hf_polarity["roberta"], hf_models["roberta"], max_update=6, eval_interval=6)
@@ -190,6 +211,15 @@ def test_pair_regression_export_hf_round_trips_and_x_pred(hf_models, hf_polarity
     assert x_script(["export_hf", str(write(tmp_path / "hf2.hjson", {"save_dir": str(run), "out_dir": str(out)}))]) == 0
     info = json.loads((out / "export.json").read_text())
     assert info["architecture"] == "AutoModel+head" and float(info["parity"].split()[2]) <= 1e-5
+    # AutoModel and the head beside it: cls pooling is the first token's last hidden state
+    from safetensors.torch import load_file
+
+    encoder = AutoModel.from_pretrained(str(out)).eval()
+    head = load_file(str(out / "head.safetensors"))
+    assert json.loads((out / "head.json").read_text())["pooling"] == "cls"
+    assert_same_outputs(run, lambda batch: torch.nn.functional.linear(
+        encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state[:, 0],
+        head["classifier.weight"], head["classifier.bias"]))
     from transformers import AutoTokenizer
 
     assert AutoTokenizer.from_pretrained(str(out))("flat .")["input_ids"] == \
