@@ -90,7 +90,8 @@ def test_numbers_and_booleans_stay_valid_labels(tmp_path: Path, capsys: Any) -> 
 
 def test_x_prepro_warns_of_a_label_seen_once_beside_its_other_spelling(tmp_path: Path, capsys: Any) -> None:
     files = {"train.txt": with_line(tsv(clean_rows()), 5, b"good film\tPos")}
-    code, out, err, data_dir = prepro(tmp_path, files, capsys)
+    # another spelling stops x-prepro (test_malformed_inputs.py); kept knowingly, the rare-label warning names it
+    code, out, err, data_dir = prepro(tmp_path, files, capsys, allow_label_variants=True)
     assert code == 0, err  # a warning, not an error: rare classes may be real
     warning = "warning: target map: 1 of 3 labels are rare (seen fewer than 2 times in 41 labelled train samples)"
     assert warning in out and "'Pos' (1) differs from 'pos' (20) only by case or whitespace" in out, out
