@@ -139,6 +139,7 @@ class WriterLock:
         self.token: str | None = None
         self.created_folder = False
         self.stale: dict[str, Any] | None = None  # the record of a gone holder this lock replaced
+        self.pid = os.getpid()  # a forked child inherits the object, not the lock: it must not release it
 
     def acquire(self) -> None:
         existed = os.path.isdir(self.folder) if not is_remote(self.folder) else True
@@ -216,7 +217,7 @@ class WriterLock:
 
     def release(self) -> None:
         """Delete the record (only while it is still this holder's) and drop the flock."""
-        if self.token is None:
+        if self.token is None or self.pid != os.getpid():
             return
         try:
             if self.fd is not None:
@@ -342,7 +343,7 @@ _held: dict[str, WriterLock] = {}  # folder -> the lock this process holds there
 def hold(folder: str, command: str, where: str) -> None:
     """Take the lock of ``folder`` for the rest of this command (:func:`scope`), or of the process."""
     key = folder if is_remote(folder) else os.path.realpath(folder)
-    if key in _held:  # this process holds it already (a Trainer built twice in one process)
+    if key in _held and _held[key].pid == os.getpid():  # held already (a Trainer built twice in one process)
         return
     lock = WriterLock(folder, command, where)
     lock.acquire()
@@ -357,7 +358,7 @@ def current_holder(folder: str) -> dict[str, Any] | None:
     path = join(folder, LOCK_FILE)
     holder = read_holder(path)
     key = folder if is_remote(folder) else os.path.realpath(folder)
-    if holder is None or key in _held or _is_stale(holder):
+    if holder is None or (key in _held and _held[key].pid == os.getpid()) or _is_stale(holder):
         return None
     if not is_remote(path) and holder.get("host") == socket.gethostname() and not _flocked(path):
         return None  # the process lives on, but it no longer holds the lock (a pid reused without /proc)
