@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import CNN, POLARITY, run, student_config
 
+from tests.distill.conftest import CNN, POLARITY, run, student_config
 from tests.ner.ner_helpers import prepro as ner_prepro
 from tests.ner.ner_helpers import train_config as ner_train_config
 from xdpx.cli import run_chain
