@@ -1,11 +1,13 @@
 """One writer per output folder (xdpx/io/writer_lock.py): a second x-train on a run directory, or a second
 x-prepro on a data_dir, is refused while the first runs (exit 2, one line naming the holder, nothing
-written); a lock a killed process left is taken over; object-store folders are locked too."""
+written); the lock goes however a run ends (done, error, exit 3); a lock a killed process left is taken
+over; object-store folders are locked too."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -62,12 +64,24 @@ def test_a_second_x_train_is_refused_while_the_first_runs(reviews, tmp_path, cli
                              f"{first.pid}), then run again: one writer per folder"], out
             assert time.strptime(error[0].split("since ")[1].split(")")[0], "%Y-%m-%d %H:%M:%S UTC")
             assert listing(save_dir) == before  # the refused command wrote nothing, not even a probe
+        first.send_signal(signal.SIGUSR1)  # a preemption: the first run saves its state and exits 3
     finally:
         go.touch()
         out = first.communicate(timeout=120)[0]
-    assert first.returncode == 0, out
+    assert first.returncode == 3, out
+    assert LOCK_FILE not in os.listdir(save_dir)  # released on the way out
+    code, out = cli("x-train", config)  # the same command now continues the run, to its end
+    assert code == 0, out
     assert "done: 6 updates" in out
-    assert LOCK_FILE not in os.listdir(save_dir)  # released at the end of the run
+    assert LOCK_FILE not in os.listdir(save_dir)
+
+
+def test_a_failed_run_releases_its_lock(reviews, tmp_path, cli):
+    save_dir = tmp_path / "run"
+    config = train_config(tmp_path / "t.hjson", reviews, save_dir, learning_rate=1e20)  # the loss turns NaN
+    code, out = cli("x-train", config)
+    assert code == 1 and "the loss is nan at update" in out, out
+    assert (save_dir / "args.py").is_file() and LOCK_FILE not in os.listdir(save_dir)
 
 
 def test_the_lock_of_a_killed_run_is_taken_over(reviews, tmp_path, cli):
