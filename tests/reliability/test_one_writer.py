@@ -210,3 +210,19 @@ def test_a_second_x_prepro_on_a_data_dir_is_refused(tmp_path, cli):
     code, out = cli("x-prepro", config)
     assert code == 0, out
     assert (data_dir / "meta.hjson").is_file() and LOCK_FILE not in os.listdir(data_dir)
+
+
+def test_a_lock_left_behind_is_xdpx_s_own_file(reviews, tmp_path, cli):
+    from xdpx.io.ownership import Output, check_outputs, file_owner
+
+    # a killed x-prepro left only its lock: the folder is still free for x-prepro, and for x-train
+    folder = tmp_path / "data"
+    path = write_record(folder, command="x-prepro", pid=2**22 + 7)
+    assert file_owner(str(path)) == "x-prepro"
+    assert check_outputs("x-prepro", [Output("data_dir", str(folder), "folder")], [], lambda key: "c.hjson") == []
+    code, out = cli("x-train", train_config(tmp_path / "t.hjson", reviews, folder), "--dry")
+    assert code == 0, out
+    # and no command may replace the lock file itself
+    assert check_outputs("x-pred", [Output("predict_file_map", str(path))], [], lambda key: "p.hjson") == [
+        f"p.hjson: key 'predict_file_map': x-pred refuses to write '{path}': x-prepro wrote it, not x-pred. "
+        "Choose another path for predict_file_map"]
