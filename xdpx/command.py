@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from xdpx import io
 from xdpx.config.loader import Config
 from xdpx.config.options import Args, Option
 from xdpx.io.ownership import Output, check_outputs
@@ -49,6 +50,7 @@ scripts = Registry(
         "xdpx.scripts.best_threshold",
         "xdpx.scripts.build_index",
         "xdpx.scripts.search",
+        "xdpx.scripts.eval_corpus",
         "xdpx.scripts.diff_meta",
         "xdpx.scripts.diff_data",
         "xdpx.scripts.prune_heads",
@@ -114,7 +116,12 @@ class Command:
     def output_problems(self, args: Args) -> list[str]:
         """Why the outputs of this run must not be written (one line each, the file and key named); empty
         when they may."""
-        return check_outputs(self.name, self.outputs(args), self.inputs(args), args.source)
+        outputs = self.outputs(args)
+        # an empty path or a symbolic link to nothing on the way: no ownership question, nothing can be written
+        unwritable = [(out, io.output_path_problem(out.path)) for out in outputs]
+        problems = [f"{args.source(out.key)}: key '{out.key}': {problem}" for out, problem in unwritable if problem]
+        return problems + check_outputs(self.name, [out for out, problem in unwritable if not problem],
+                                        self.inputs(args), args.source)
 
 
 def get_command(name: str) -> Command:

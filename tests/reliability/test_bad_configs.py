@@ -201,3 +201,19 @@ def test_a_bad_io_config_file_is_one_line_naming_it_before_any_work(world: dict[
         io.reset_storage_options()
     assert code == EXIT_CONFIG, (out, err)
     assert f"{config}: key 'data_dir': {message.format(path=path)}" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("output", ["", "link/pred.tsv"])
+def test_x_pred_refuses_an_empty_or_dangling_output_path_before_any_work(world: dict[str, Any], tmp_path: Path,
+                                                                         capsys: Any, output: str) -> None:
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    target = str(tmp_path / output) if output else ""
+    config = write_json(tmp_path / "pred.hjson", {"save_dir": str(world["root"] / "run"), "cuda": False,
+                                                  "predict_file_map": {str(world["root"] / "source" / "dev.txt"):
+                                                                       target}})
+    code, out, err = run("x-pred", config, capsys)
+    assert code == EXIT_CONFIG, (out, err)
+    expected = ("an empty path: name a folder (or file) to write" if not output else
+                f"{tmp_path / 'link'} is a symbolic link to '{tmp_path / 'gone'}', which does not exist")
+    assert f"{config}: key 'predict_file_map': {expected}" in err and "Traceback" not in err, err
+    assert not (tmp_path / "gone").exists()
