@@ -157,13 +157,13 @@ def test_matryoshka_sums_the_weighted_losses_of_each_width():
 
 
 def test_each_matryoshka_width_reports_its_own_retrieval_metrics():
-    # two queries whose ranking differs between the full width and the first dimension alone
-    queries = [[1.0, 0.0], [1.0, 1.0]]
-    positives = [[0.1, 1.0], [0.2, -1.0]]
+    # full width (dot products): q0 . p0 = 2 > q0 . p1 = 1; q1 . p1 = 1 > q1 . p0 = 0.1: both rank 1.
+    # cut to 2 and normalised: q0 [1, 0], q1 [0, 1], p0 [0, 1], p1 [1, 1] / sqrt 2:
+    # q0 . p0 = 0 < q0 . p1 = 0.707 -> rank 2; q1 . p1 = 0.707 < q1 . p0 = 1 -> rank 2
+    queries = [[1.0, 0.0, 2.0], [0.0, 1.0, 0.0]]
+    positives = [[0.0, 0.1, 1.0], [1.0, 1.0, 0.0]]
     embeddings = torch.tensor([q + p for q, p in zip(queries, positives)])
-    loss = InfoNCE(args(temperature=0.05, symmetric=False, recall_at=[1], loader="pair", matryoshka_dims=[1]))
+    loss = InfoNCE(args(temperature=0.05, symmetric=False, recall_at=[1], loader="pair", matryoshka_dims=[2]))
     got = loss.compute_metrics(embeddings, None)
-    # full width, dot products: q0 . p0 = 0.1, q0 . p1 = 0.2 -> rank 2; q1 . p1 = -0.8, q1 . p0 = 1.1 -> rank 2
-    assert got["recall_at_1"] == 0.0 and got["mrr"] == pytest.approx(0.5)
-    # width 1: q0 . p0 = 0.1 < q0 . p1 = 0.2 -> rank 2; q1 . p1 = 0.2 > q1 . p0 = 0.1 -> rank 1
-    assert got["recall_at_1@1"] == pytest.approx(0.5) and got["mrr@1"] == pytest.approx(0.75)
+    assert got["recall_at_1"] == 1.0 and got["mrr"] == 1.0
+    assert got["recall_at_1@2"] == 0.0 and got["mrr@2"] == pytest.approx(0.5)

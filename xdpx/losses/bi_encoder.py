@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -85,8 +86,9 @@ class BiEncoderLoss(Loss):
         num_texts = 3 if self.args.get("loader") == "triplet" else 2
         ks = list(self.args.recall_at)
         out = retrieval_metrics(logits, targets, num_texts, ks)
-        for dim, _ in widths(self.args):  # each Matryoshka width: the metrics of the vectors cut to it
-            cut = _numpy(logits).reshape(len(logits), num_texts, -1)[:, :, :dim].reshape(len(logits), -1)
+        for dim, _ in widths(self.args):  # each Matryoshka width: the cosines of the vectors cut to it
+            cut = _numpy(logits).astype(np.float64).reshape(len(logits), num_texts, -1)[:, :, :dim]
+            cut = (cut / np.maximum(np.linalg.norm(cut, axis=-1, keepdims=True), 1e-12)).reshape(len(logits), -1)
             out.update({f"{name}@{dim}": value for name, value in retrieval_metrics(cut, targets, num_texts, ks).items()})
         return out
 

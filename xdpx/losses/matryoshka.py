@@ -1,8 +1,8 @@
 """Matryoshka training of the bi-encoder losses (Kusupati et al., 2022): the loss is applied to the
 embeddings cut to their first d dimensions for each d of ``matryoshka_dims`` and the weighted losses are
 summed, so that a prefix of the vector is an embedding of its own. The evaluation reports the retrieval
-metrics of each width with the width after ``@`` (``recall_at_10@64``, ``mrr@64``), beside the metrics of
-the full vector, so a user sees what each width costs.
+metrics of each width with the width after ``@`` (``recall_at_10@64``, ``mrr@64``: the cosines of the
+vectors cut to the width), beside the metrics of the full vector, so a user sees what each width costs.
 """
 
 from __future__ import annotations
