@@ -36,6 +36,11 @@ def test_conll_sample_is_stored_as_one_tag_per_character(ner_data):
         assert [labels[k] for k in sample["tags"]] == [t for _, t in sentence]
 
 
+def test_the_report_counts_conll_sentences_as_sentences(ner_data):
+    # a CoNLL record is a sentence of several lines: the report must not call the 100 sentences "lines"
+    assert "dev: 100 samples from 100 sentences of dev.conll;" in (ner_data / "log.txt").read_text(encoding="utf-8")
+
+
 def test_jsonl_spans_and_conll_tags_give_the_same_samples():
     conll, jsonl, loader = reader()
     records = (SAMPLE / "dev.jsonl").read_text(encoding="utf-8").splitlines()

@@ -116,6 +116,8 @@ def test_signals_while_building_and_in_the_last_update_then_the_same_command_end
         assert train_in_process(config, monkeypatch, "SIGTERM:build:1") == EXIT_REQUEUE
         assert (counters(run)["num_updates"], counters(run)["preempted_by"]) == (0, "SIGTERM")
         assert marker(run)["preempted"]["update"] == 0
+        summary = (run / "log.txt").read_text()
+        assert "0 updates, 0 samples; no evaluation yet; training time" in summary and "None" not in summary
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
 

@@ -129,7 +129,8 @@ class Loader:
                     check_label_set(label, self.args)
         else:  # an unlabelled file in a labelled layout: exactly the texts, in order
             if len(columns) != self.num_texts:
-                raise BadLine(f"expected {self.num_texts} column(s) in this unlabelled file, got {len(columns)}")
+                # said of a line of a file and of an x-serve request alike: both are texts without a label
+                raise BadLine(f"expected {self.num_texts} text(s) without a label, got {len(columns)}")
             texts = [json_column(c).strip() for c in columns]
             label = None
         for text in texts:

@@ -76,6 +76,7 @@ class ConllParser(Parser):
     string as the text itself (``text_requests``), not as a CoNLL record."""
 
     text_requests = True
+    records_are = "sentences"
 
     def records(self, f: IO[bytes], path: str) -> Iterator[tuple[int, Any]]:
         lines: list[bytes] = []

@@ -341,7 +341,8 @@ class Prepro:
         samples = stats["samples"]
         share = stats["truncated"] / samples if samples else 0.0
         unk = stats["unk_tokens"] / stats["tokens"] if stats["tokens"] else 0.0
-        self.say(f"{split}: {samples} samples from {stats['lines']} lines of {', '.join(io.basename(f) for f in files)}; "
+        records = f"{stats['lines']} {self.parser.records_are}"  # a CoNLL record is a sentence of several lines
+        self.say(f"{split}: {samples} samples from {records} of {', '.join(io.basename(f) for f in files)}; "
                  f"skipped {stats['bad_lines']} bad, {stats['too_short']} shorter than min_len, "
                  f"{stats['duplicates']} duplicates; {stats['truncated']} truncated to max_len ({share:.2%}); "
                  f"{stats['tokens']} tokens, {unk:.2%} unknown")

@@ -151,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
                      executor)
     code = serve(app, options.host, options.port, options.max_connections, options.drain_timeout,
                  announce=options.save_dir, header_timeout=options.header_timeout)
-    print(f"x-serve: stopped; answered {app.state.answered} prediction requests", file=sys.stderr, flush=True)
+    answered = app.state.answered
+    print(f"x-serve: stopped; answered {answered} prediction request{'' if answered == 1 else 's'}", file=sys.stderr,
+          flush=True)
     return code
 
 

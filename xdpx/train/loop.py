@@ -205,9 +205,11 @@ class Trainer:
             log.info(f"a callback stopped training: {self.callbacks.stop_reason}")
         if stop == "max_loss":
             log.info(self.loss_limit.message)
+        best = self.early_stopping
+        best_said = (f"best {a.major_metric} {best.best_score} at update {best.best_step}" if best.best_step is not None
+                     else "no evaluation yet")
         log.info(f"{status}: "
-                 f"{self.num_updates} updates, {self.samples_seen} samples; best {a.major_metric} "
-                 f"{self.early_stopping.best_score} at update {self.early_stopping.best_step}; training time "
+                 f"{self.num_updates} updates, {self.samples_seen} samples; {best_said}; training time "
                  f"{t['total']:.1f}s, of which forward/backward/step {t['compute']:.1f}s, batching {t['data']:.1f}s")
         self.callbacks.call("on_train_end", self._run_info, status)
         self.close()
