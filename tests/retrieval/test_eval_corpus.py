@@ -1,7 +1,8 @@
-"""x-script eval_corpus: a bi-encoder run scored on a BEIR-format corpus. On the dev pairs whose positive is
-unique, written as a corpus (the positives) and queries judged 1 on their own positive, its recall@k and
-MRR equal x-eval's dev-pool metrics of the same pairs; a bad qrels line is exit 2 naming file and line,
-before the model loads and with nothing written."""
+"""x-script eval_corpus and x-eval on a BEIR-format corpus. On the dev pairs whose positive is unique, written
+as a corpus (the positives) and queries judged 1 on their own positive, eval_corpus's recall@k and MRR equal
+x-eval's dev-pool metrics of the same pairs, and x-eval given the folder as a subset reports the same corpus
+metrics; a bad qrels line is exit 2 naming file and line, before the model loads and with nothing written
+(x-eval --dry too)."""
 
 from __future__ import annotations
 
@@ -55,10 +56,15 @@ def test_eval_corpus_equals_the_dev_pool_metrics_of_the_same_pairs(retrieval_run
     assert set(got) == {f"{m}_at_{k}" for m in ("ndcg", "map", "mrr", "recall", "precision") for k in (1, 10, 100)}
     # one relevant document per query: at k = 1 the five metrics are the same count
     assert got["ndcg_at_1"] == got["map_at_1"] == got["mrr_at_1"] == got["recall_at_1"] == got["precision_at_1"]
-    (tmp_path / "eval.json").write_text(json.dumps({"save_dir": str(retrieval_run), "save_to_file": str(tmp_path / "e.tsv"),
-                                                    "valid_subset": [str(tmp_path / "raw/pairs.tsv")]}))
+    # x-eval takes the BEIR folder as a subset beside the raw pairs: one row each in save_to_file
+    (tmp_path / "eval.json").write_text(json.dumps({
+        "save_dir": str(retrieval_run), "save_to_file": str(tmp_path / "e.tsv"),
+        "valid_subset": [str(tmp_path / "raw/pairs.tsv"), str(tmp_path / "beir")]}))
     assert run_chain(["x-eval", str(tmp_path / "eval.json")]) == 0
-    [pool] = read_tsv(tmp_path / "e.tsv")
+    pool, corpus = read_tsv(tmp_path / "e.tsv")
+    assert corpus["samples"] == str(len(rows)) and corpus["loss"] == "" and pool["ndcg_at_10"] == ""
+    for name in (f"{m}_at_{k}" for m in ("ndcg", "map", "mrr", "recall", "precision") for k in (1, 10)):
+        assert float(corpus[name]) == pytest.approx(got[name], abs=1e-5), name  # the run's recall_at: 1, 10
     assert got["recall_at_1"] == pytest.approx(float(pool["recall_at_1"]), abs=1e-6)
     assert got["recall_at_10"] == pytest.approx(float(pool["recall_at_10"]), abs=1e-6)
     assert got["mrr_at_100"] == pytest.approx(float(pool["mrr"]), abs=1e-5)  # 100 > the corpus: the full MRR
@@ -75,3 +81,9 @@ def test_a_bad_qrels_line_is_exit_2_before_the_model_loads(retrieval_run, tmp_pa
     assert not out.exists()
     assert x_script(["eval_corpus", str(retrieval_run), str(tmp_path / "beir"), "--k", "0,10"]) == 2
     assert "--k '0,10': a comma-separated list of integers >= 1" in capsys.readouterr().err
+    (tmp_path / "eval.json").write_text(json.dumps({"save_dir": str(retrieval_run), "save_to_file": str(out),
+                                                    "valid_subset": ["dev", str(tmp_path / "beir/qrels/test.tsv")]}))
+    assert run_chain(["x-eval", str(tmp_path / "eval.json"), "--dry"]) == 2
+    captured = capsys.readouterr()
+    assert f"test.tsv:{len(rows) + 2}: document id 'd999' is not in corpus.jsonl" in captured.out + captured.err
+    assert not out.exists()

@@ -27,7 +27,9 @@ EVAL_OPTIONS: list[Any] = [
     Option("valid_subset", str | list[str],
            doc="what to evaluate: split names of the run's data_dir (dev, train...), raw files in the training "
                "format, tables (Parquet, .xlsx, datasets folders: columns by the names of the run's fields) or SQL "
-               "tables (sqlite:///x.db?table=t, postgresql://...?table=t); one or a list"),
+               "tables (sqlite:///x.db?table=t, postgresql://...?table=t), or for a bi-encoder a BEIR corpus folder (its "
+               "qrels/test.tsv, or name qrels/<split>.tsv: NDCG, MAP, MRR, recall, precision at each k of recall_at); "
+               "one or a list"),
     Option("save_to_file", str, default=None, path="output",
            doc="also write the results to this .tsv (one row per subset: checkpoint, subset, samples, loss, "
                "metrics)"),
@@ -51,12 +53,16 @@ def subset_names(value: str | list[str]) -> list[str]:
 def locate(name: str, data_dir: str, key: str, where: str, run_args: Any = None) -> Any:
     """A split name (kept as a str) or the raw source ``name`` names (a table's columns picked by the
     ``fields`` of ``run_args``, the run's options); ConfigError when it is neither."""
+    from xdpx.inference.corpus import corpus_subset
     from xdpx.inference.sources import is_sql_url, open_raw, table_kind
     from xdpx.train.checks import available_splits
 
     splits = available_splits(data_dir) if data_dir and io.isdir(data_dir) else []
     if name in splits:
         return name
+    corpus = corpus_subset(name, run_args, f"{where}: key '{key}'")  # a BEIR folder (xdpx/inference/corpus.py)
+    if corpus is not None:
+        return corpus
     if not is_sql_url(name) and io.isdir(name) and table_kind(name) is None:
         raise ConfigError(f"{where}: key '{key}': {name!r} is a folder, not a file: name each file inside it (a "
                           "folder is read only when it is a datasets save_to_disk folder)")
@@ -105,7 +111,7 @@ def is_eval_table(path: str) -> bool:
 def save_rows(path: str, rows: list[dict[str, Any]], mode: str) -> None:
     from xdpx.train.logs import format_value
 
-    columns = list(rows[0])
+    columns = list(dict.fromkeys(c for row in rows for c in row))  # a corpus row has metrics of its own
     header = "\t".join(columns)
     previous = ""
     if mode == "a" and io.exists(path):
@@ -116,7 +122,7 @@ def save_rows(path: str, rows: list[dict[str, Any]], mode: str) -> None:
             raise UserError(f"save_to_file {redact(path)} has the columns {first.split(chr(9))}, these results "
                             f"{columns}: use another file or save_mode: w")
     lines = [] if previous else [header]
-    lines += ["\t".join(format_value(row[c]) for c in columns) for row in rows]
+    lines += ["\t".join(format_value(row.get(c)) for c in columns) for row in rows]
     with io.open(path, "w") as f:
         f.write(previous + "\n".join(lines) + "\n")
 
@@ -156,6 +162,7 @@ class EvalCommand(Command):
 
 
 def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    from xdpx.inference.corpus import CorpusSubset, evaluate_corpus
     from xdpx.inference.loading import load_model
     from xdpx.inference.scoring import evaluate
     from xdpx.train import distributed
@@ -165,9 +172,15 @@ def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]])
     loaded = load_model(args, run_args)
     rows = []
     for name, subset in subsets:
-        data = read_subset(loaded, args, subset)
-        metrics = evaluate(loaded.task, loaded.model, loaded.processor, data, loaded.batch_size, loaded.autocast,
-                           loaded.to_device, args.max_eval_steps, context=context, progress=f"x-eval {name}")
+        if isinstance(subset, CorpusSubset):
+            data = subset
+            if context.is_main:
+                print(f"x-eval {name}: {subset.data.summary()}", flush=True)
+            metrics = evaluate_corpus(loaded, subset.data, list(run_args.get("recall_at") or [1, 10]), context)
+        else:
+            data = read_subset(loaded, args, subset)
+            metrics = evaluate(loaded.task, loaded.model, loaded.processor, data, loaded.batch_size, loaded.autocast,
+                               loaded.to_device, args.max_eval_steps, context=context, progress=f"x-eval {name}")
         shown = " | ".join(f"{k} {format_value(v)}" for k, v in metrics.items())
         if context.is_main:
             print(f"x-eval {name} ({len(data)} samples): {shown}", flush=True)

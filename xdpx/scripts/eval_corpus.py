@@ -15,13 +15,12 @@ writes them as a two-column TSV (metric, value). A bad BEIR file is one line nam
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from xdpx import io
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
 from xdpx.data.beir import read_beir
-from xdpx.scripts.build_index import embed_texts, load_bi_encoder
+from xdpx.scripts.build_index import load_bi_encoder
 from xdpx.scripts.result_tables import check_writable, number_flag, split_flags
 
 USAGE = ("usage: x-script eval_corpus SAVE_DIR BEIR_DIR [--split test] [--k 1,10,100] [--checkpoint <best>] "
@@ -38,28 +37,11 @@ def parse_ks(raw: str) -> list[int]:
     return sorted(set(ks))
 
 
-def rank_metrics(queries: Any, documents: Any, query_ids: list[str], doc_ids: list[str],
-                 qrels: dict[str, dict[str, int]], ks: list[int]) -> dict[str, float]:
-    """The corpus metrics of query and document embeddings, in blocks of queries (memory: [block, documents])."""
-    from xdpx.metrics.ir import ir_metrics, top_k
-
-    ranked: dict[str, list[str]] = {}
-    for start in range(0, len(queries), 256):
-        block = top_k(queries[start: start + 256] @ documents.T, doc_ids, max(ks))
-        ranked.update(zip(query_ids[start: start + 256], block))
-    return ir_metrics(ranked, qrels, ks)
-
-
-def cut(vectors: Any, dim: int) -> Any:
-    import numpy as np
-
-    part = vectors[:, :dim].astype(np.float64)
-    return part / np.maximum(np.linalg.norm(part, axis=1, keepdims=True), 1e-12)
-
-
 @script("eval_corpus")
 def main(argv: list[str]) -> int:
     """Score a bi-encoder run on a BEIR-format corpus: NDCG, MAP, MRR, recall and precision at k."""
+    from xdpx.inference.corpus import evaluate_corpus  # numpy and the metrics: loaded when the tool runs
+
     positional, flags = split_flags(argv, {"split": "test", "k": "1,10,100", "checkpoint": "<best>",
                                            "batch_size": None, "out": None}, USAGE)
     if len(positional) != 2:
@@ -74,18 +56,10 @@ def main(argv: list[str]) -> int:
     print(f"eval_corpus: {data.summary()}")
     predictor, checkpoint = load_bi_encoder(save_dir, str(flags["checkpoint"]), batch_size)
     started = time.time()
-    doc_ids, query_ids = list(data.corpus), list(data.queries)
-    documents = embed_texts(predictor, [f"{t} {x}".strip() for t, x in data.corpus.values()], "eval_corpus")
-    queries = embed_texts(predictor, list(data.queries.values()), "eval_corpus")
-    metrics = rank_metrics(queries, documents, query_ids, doc_ids, data.qrels, ks)
-    run_args = predictor.loaded.run_args  # type: ignore[attr-defined]
-    for dim in run_args.get("matryoshka_dims") or []:
-        if dim < documents.shape[1]:
-            at = rank_metrics(cut(queries, dim), cut(documents, dim), query_ids, doc_ids, data.qrels, ks)
-            metrics.update({f"{name}@{dim}": value for name, value in at.items()})
+    metrics = evaluate_corpus(predictor.loaded, data, ks)  # type: ignore[attr-defined]
     for name, value in metrics.items():
         print(f"{name}\t{value:.6g}")
-    print(f"eval_corpus: {len(query_ids)} queries, {len(doc_ids)} documents, checkpoint {checkpoint}, "
+    print(f"eval_corpus: {len(data.queries)} queries, {len(data.corpus)} documents, checkpoint {checkpoint}, "
           f"{time.time() - started:.1f}s")
     if out is not None:
         with io.open(str(out), "w") as f:
