@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from retrieval_helpers import SAMPLE
 
+from tests.train.train_helpers import write_config
 from xdpx.cli import run_chain, x_script
 
 
@@ -87,3 +88,15 @@ def test_a_bad_qrels_line_is_exit_2_before_the_model_loads(retrieval_run, tmp_pa
     captured = capsys.readouterr()
     assert f"test.tsv:{len(rows) + 2}: document id 'd999' is not in corpus.jsonl" in captured.out + captured.err
     assert not out.exists()
+
+
+def test_x_eval_refuses_a_corpus_for_a_run_that_is_not_a_bi_encoder(reviews, tmp_path, capsys):
+    write_beir(tmp_path / "beir", [["a query", "a document"]])
+    assert run_chain(["x-train", str(write_config(tmp_path / "t.json", reviews, tmp_path / "run", max_update=1,
+                                                  eval_interval=1))]) == 0
+    (tmp_path / "eval.json").write_text(json.dumps({"save_dir": str(tmp_path / "run"),
+                                                    "valid_subset": str(tmp_path / "beir")}))
+    capsys.readouterr()
+    assert run_chain(["x-eval", str(tmp_path / "eval.json"), "--dry"]) == 2
+    captured = capsys.readouterr()
+    assert "is a retrieval corpus (BEIR layout): it scores a bi-encoder, and this run is a" in captured.out + captured.err
