@@ -61,6 +61,15 @@ def test_triplet_and_margin_mse_train_on_triplets_with_a_teachers_scores(teacher
     [row] = train(tmp_path / "margin", teacher_triplets, loss="margin_mse", major_metric="mrr")
     # the dev split carries the teacher's scores too: its loss is their margin MSE
     assert float(row["loss"]) > 0 and float(row["train_loss"]) > 0 and 0 < float(row["mrr"]) <= 1
+    # a raw file without them: loss 0 (nothing to regress on), the retrieval metrics as on the split
+    source = teacher_triplets.parent / "source/dev.tsv"
+    (tmp_path / "plain.tsv").write_text("".join("\t".join(line.split("\t")[:4]) + "\n"
+                                                for line in source.read_text().splitlines()))
+    (tmp_path / "eval.json").write_text(json.dumps({"save_dir": str(tmp_path / "margin/run"), "save_to_file":
+                                                    str(tmp_path / "e.tsv"), "valid_subset": [str(tmp_path / "plain.tsv")]}))
+    assert run_chain(["x-eval", str(tmp_path / "eval.json")]) == 0
+    [plain] = read_tsv(tmp_path / "e.tsv")
+    assert float(plain["loss"]) == 0 and plain["mrr"] == row["mrr"]
 
 
 def dry(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
