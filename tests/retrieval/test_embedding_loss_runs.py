@@ -99,3 +99,13 @@ def test_a_config_that_cannot_work_is_refused_with_exit_2(retrieval_data, tmp_pa
 def test_a_cosine_triplet_margin_of_2_or_more_is_refused(teacher_triplets, tmp_path, capsys):
     code, out = dry(train_config(tmp_path, teacher_triplets, loss="triplet", margin=2.0), capsys)
     assert code == 2 and "a cosine distance is at most 2, so margin >= 2 can never be met" in out, out
+
+
+def test_contrastive_stops_at_a_label_that_is_not_0_or_1(retrieval_data, tmp_path, capsys):
+    # the STS sample's labels are scores (4 to 5): one line naming the label and the fix, exit 1
+    config = train_config(tmp_path, retrieval_data, loss="contrastive", max_update=2, resume=False)
+    capsys.readouterr()
+    assert run_chain(["x-train", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "x-train: error: contrastive reads labels 1 (similar) or 0 (dissimilar), got " in err
+    assert "Traceback" not in err

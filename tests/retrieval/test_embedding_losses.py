@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from xdpx.config.options import Args
+from xdpx.errors import UserError
 from xdpx.losses.bi_encoder import CosineSimilarity, InfoNCE
 from xdpx.losses.distances import Contrastive, Triplet
 from xdpx.losses.margin_mse import MarginMSE
@@ -109,7 +110,7 @@ def test_contrastive_pulls_similar_pairs_and_pushes_dissimilar_ones_within_the_m
     # euclidean distances 1, sqrt(20), 2; margin 3: 0.5 * 1 + 0 + 0.5 * (3 - 2)^2
     got = Contrastive(args(distance="euclidean", margin=3.0)).scores(embeddings, torch.tensor(labels))
     assert got.item() == pytest.approx(1.0, rel=1e-6)
-    with pytest.raises(ValueError, match=r"labels 1 \(similar\) or 0 \(dissimilar\), got 4.25"):
+    with pytest.raises(UserError, match=r"labels 1 \(similar\) or 0 \(dissimilar\), got 4.25"):
         Contrastive(args(distance="cosine", margin=0.5)).scores(embeddings, torch.tensor([1.0, 4.25, 0.0]))
 
 

@@ -18,6 +18,7 @@ from torch.nn import functional as F
 
 from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import above
+from xdpx.errors import UserError
 from xdpx.losses import losses
 from xdpx.losses.bi_encoder import BI_ENCODER_RULE, MAJOR_METRIC_RULE, RECALL_AT, BiEncoderLoss
 from xdpx.losses.matryoshka import MATRYOSHKA_OPTIONS
@@ -83,7 +84,7 @@ class Contrastive(BiEncoderLoss):
         labels = target.float()
         if not bool(((labels == 0) | (labels == 1)).all()):
             bad = labels[(labels != 0) & (labels != 1)][0].item()
-            raise ValueError(f"contrastive reads labels 1 (similar) or 0 (dissimilar), got {bad:g}: relabel the "
+            raise UserError(f"contrastive reads labels 1 (similar) or 0 (dissimilar), got {bad:g}: relabel the "
                              "pairs (e.g. 1 for an STS score >= 4, 0 otherwise)")
         vectors = embeddings.float()
         d = distance(vectors[:, 0], vectors[:, 1], self.args.distance)

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from xdpx.config.options import Option, Rule
+from xdpx.errors import UserError
 from xdpx.losses import losses
 from xdpx.losses.bi_encoder import BI_ENCODER_RULE, MAJOR_METRIC_RULE, RECALL_AT, BiEncoderLoss
 from xdpx.losses.matryoshka import MATRYOSHKA_OPTIONS
@@ -72,6 +73,6 @@ class MarginMSE(BiEncoderLoss):
         if teacher is not None:
             return self.margin_loss(embeddings, teacher)
         if torch.is_grad_enabled() and embeddings.requires_grad:
-            raise ValueError("margin_mse: a training batch without the teacher's scores: prepare the training "
+            raise UserError("margin_mse: a training batch without the teacher's scores: prepare the training "
                              "data with teacher_logits: true and num_logits 1 or 2 (every record ends with them)")
         return embeddings.new_zeros((), dtype=torch.float32)  # evaluation without a teacher: the metrics decide
