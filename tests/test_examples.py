@@ -4,7 +4,7 @@ passes ``--dry`` as written; every other config (x-train, x-eval, x-pred, x-viz,
 with the command its comment gives, from a working folder laid out as a user's checkout after ``python
 examples/prepare_data.py`` (the configs' relative paths: ``examples/...``, ``outputs/...``).
 
-What the test has instead of the full data (one shared workspace, built once for the whole file):
+What the test has instead of the full data (one shared workspace, built once):
 
 - examples/data/full/{reviews,stsb,polarity,peoples_daily} are the committed samples of
   examples/data/sample/, pd_multilabel and stsb_retrieval the samples of examples/multilabel/data and
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
 from xdpx.chain import resolve_runs
 from xdpx.cli import run_chain
@@ -160,18 +161,17 @@ def child_config(ws: Path, config: str, overrides: dict[str, Any]) -> Path:
 
 
 def run(argv: list[str]) -> tuple[int, str]:
-    """The exit code and what the command printed (the module fixture cannot use capsys)."""
+    """The exit code and what the command printed (the session fixture cannot use capsys)."""
     out = io.StringIO()
     with redirect_stdout(out), redirect_stderr(out):
         code = run_chain(argv)
     return code, out.getvalue()
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    pytest.importorskip("jieba")  # examples/bert/peoples_daily_mlm.hjson: word_segmenter: jieba
-    ws = tmp_path_factory.mktemp("examples_ws")
-    lay_out(ws, minilm_dir())
+def build(ws: Path, minilm: Path) -> dict[str, Any]:
+    """Lay the workspace out, run the x-prepro configs (dry as written, then for real) and the short runs;
+    their exit codes (and the dry runs' output)."""
+    lay_out(ws, minilm)
     prepro: dict[str, int] = {}
     dry: dict[str, tuple[int, str]] = {}
     short: dict[str, int] = {}
@@ -183,7 +183,24 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
             short[config] = run_chain(["x-train", str(child_config(ws, config, {**SHORT, **extra}))])
     # x-pred (score_polarity*) writes the teacher's scored files: its stand-ins go once x-prepro has read them
     shutil.rmtree(ws / "outputs" / "distill" / "scored")
-    yield {"root": ws, "prepro": prepro, "prepro_dry": dry, "short": short}
+    return {"prepro": prepro, "prepro_dry": dry, "short": short}
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Built once per test session: under pytest-xdist this file's tests may run on both workers, so the
+    first builds it under a lock in the session's shared temp folder and the other reads its results."""
+    pytest.importorskip("jieba")  # examples/bert/peoples_daily_mlm.hjson: word_segmenter: jieba
+    minilm = minilm_dir()
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    ws = shared / "examples_ws"
+    with FileLock(str(shared / "examples_ws.lock")):
+        results = shared / "examples_ws.json"
+        if not results.exists():
+            results.write_text(json.dumps(build(ws, minilm)), encoding="utf-8")
+        built = json.loads(results.read_text(encoding="utf-8"))
+    return {"root": ws, **built}
 
 
 def test_every_example_config_is_checked() -> None:
