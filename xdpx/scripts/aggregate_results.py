@@ -159,7 +159,7 @@ def aggregate_folds(roots: list[str], keywords: list[str]) -> list[list[str]]:
 
 @script("aggregate_results")
 def main(argv: list[str]) -> int:
-    """One TSV row per run below ROOT(s): best score and step, status (--full: speed, hyperparameters).
+    """One TSV row per run below ROOT(s): best score and step, status; or one per cross-validation loop.
 
     --full adds speed and hyperparameters; --folds gives one row per cross-validation loop, mean +- std of
     its folds' best scores."""
