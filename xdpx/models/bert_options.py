@@ -14,6 +14,7 @@ from typing import Any
 
 from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import above, at_least, in_range
+from xdpx.models.st_folder import transformer_folder
 
 HF_CONFIG_FILES = ("config.json", "bert_config.json")
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
@@ -49,6 +50,7 @@ def pretrained_config(path: str | None) -> dict[str, Any]:
         from xdpx.config.errors import ConfigError
 
         raise ConfigError(f"key 'pretrained_model': {e}") from None
+    path = transformer_folder(path)  # a sentence-transformers folder: its Transformer module's
     base = _strip_alias(path)
     folders = [base] if io.isdir(base) else [io.dirname(base)]
     for folder in folders:

@@ -25,6 +25,7 @@ from xdpx.config.options import Option
 from xdpx.losses.ner import target_labels
 from xdpx.models.heads import heads
 from xdpx.models.modules.pooling import masked_max, masked_mean
+from xdpx.models.st_folder import read_st_folder
 
 # pooling names every encoder understands (an encoder lists the ones it offers in ``poolings``)
 POOLING_DOCS = {
@@ -215,6 +216,9 @@ def pooling_option(choices: tuple[str, ...], fallback: Any) -> Option:
     """An encoder's ``pooling`` option: its own choices; by default the head's preference where the encoder
     offers it (a bi-encoder: mean), else ``fallback`` (a value, or a function of the options)."""
     def default(args: Any) -> str:
+        folder = read_st_folder(args.get("pretrained_model"))
+        if folder is not None and folder.pooling in choices:  # a sentence-transformers folder's own pooling
+            return folder.pooling
         preferred = heads.get(args.head).pooling_default if args.get("head") in heads else None
         if preferred in choices:
             return preferred
@@ -222,7 +226,8 @@ def pooling_option(choices: tuple[str, ...], fallback: Any) -> Option:
 
     docs = "; ".join(f"{name}: {POOLING_DOCS[name]}" for name in choices)
     return Option("pooling", str, default=default, choices=choices,
-                  default_doc=f"the head's preference where offered (bi_encoder, siamese: mean), else "
+                  default_doc=f"a sentence-transformers pretrained_model's pooling; else the head's preference "
+                              f"where offered (bi_encoder, siamese: mean), else "
                               f"{fallback if isinstance(fallback, str) else 'the encoder family default'}",
                   doc=f"how the token states become the sentence vector: {docs}")
 

@@ -21,6 +21,7 @@ from xdpx.models.layer_groups import LAYER_OPTIONS
 from xdpx.models.lora import LORA_OPTIONS
 from xdpx.models.modules.dropout import Dropout
 from xdpx.models.parts import Encoder, Text, pooling_option
+from xdpx.models.st_folder import transformer_folder
 
 POOLINGS = ("pooler", "cls", "mean", "max", "last")
 
@@ -70,7 +71,7 @@ class BertEncoder(Encoder):
     def load_pretrained(self, model: nn.Module, path: str, log: Any = print) -> bool:
         from xdpx.models.bert_pretrained import load_into
 
-        load_into(model, path, from_tf=bool(self.args.get("from_tf")), log=log)
+        load_into(model, transformer_folder(path), from_tf=bool(self.args.get("from_tf")), log=log)
         return True
 
     # ---- layers ---------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from xdpx.models.layer_groups import LAYER_OPTIONS
 from xdpx.models.lora import LORA_OPTIONS
 from xdpx.models.modules.dropout import Dropout
 from xdpx.models.parts import Encoder, Text, pooling_option
+from xdpx.models.st_folder import transformer_folder
 from xdpx.utils.optional import require
 from xdpx.utils.step_progress import without_library_bars
 
@@ -77,8 +78,9 @@ def default_pooling(args: Any) -> str:
 
 
 HF_OPTIONS = [
-    Option("hf_config", dict[str, Any], default=lambda a: hf_config_of(a.get("pretrained_model")),
-           default_doc="the config.json of pretrained_model (or of the run its checkpoint belongs to)",
+    Option("hf_config", dict[str, Any], default=lambda a: hf_config_of(transformer_folder(a.get("pretrained_model"))),
+           default_doc="the config.json of pretrained_model (of its Transformer module's folder for a "
+                       "sentence-transformers folder; of the run its checkpoint belongs to)",
            doc="the transformers architecture (a config.json as a dict; model_type names it). Taken from "
                "pretrained_model and stored in args.py, so evaluating, serving and exporting the run need "
                "no pretrained files; give it with pretrained_model: null to train from random weights"),
@@ -200,7 +202,7 @@ class HFEncoder(Encoder):
         conversions cover every architecture; else (False) a checkpoint of an earlier run, by our names."""
         from xdpx import io
 
-        local = local_pretrained(path)
+        local = transformer_folder(local_pretrained(path))
         if not (io.isdir(local) and io.exists(io.join(local, "config.json")) and not io.is_remote(local)):
             return False
         transformers = require("transformers", "the transformers encoder (encoder: hf)")
@@ -212,7 +214,9 @@ class HFEncoder(Encoder):
         if missing:
             raise UserError(f"pretrained_model {path}: the model folder lacks {missing[:5]}: is hf_config "
                             "the folder's config.json?")
-        log(f"loaded pretrained_model {path} ({type(loaded).__name__}): {len(loaded.state_dict())} tensors"
+        log(f"loaded pretrained_model {path} ({type(loaded).__name__}"
+            + (f" of the sentence-transformers folder's {local}" if local != local_pretrained(path) else "")
+            + f"): {len(loaded.state_dict())} tensors"
             + (f"; not used: {list(result.unexpected_keys)}" if result.unexpected_keys else ""))
         return True
 
