@@ -5,7 +5,8 @@ embeddings of the K texts of each sample):
   each query's positive is its own second text; every other second text of the micro-batch, and every
   hard negative (third text) of it, is a negative. Cross-entropy over the cosine similarities divided by
   ``temperature``. The negatives are those of one micro-batch on one process: update_freq and several
-  processes make the update's sample count larger, not the pool of negatives (batch_size sets that).
+  processes make the update's sample count larger, not the pool of negatives (batch_size sets that), unless
+  ``gather_negatives`` gathers every process's candidates under DDP (xdpx/losses/gather.py).
 - ``cosine_similarity``: the cosine of the two texts regressed onto the score scaled to [0, 1] (score /
   ``score_scale``), mean squared error: sentence-transformers' CosineSimilarityLoss for STS data.
 
@@ -29,6 +30,7 @@ from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import above, at_least
 from xdpx.losses import losses
 from xdpx.losses.base import Loss, step_logs
+from xdpx.losses.gather import gather_rows, world_size
 from xdpx.losses.grad_cache import cached_embeddings
 from xdpx.losses.matryoshka import MATRYOSHKA_OPTIONS, over_widths, widths
 from xdpx.models.choice import head_name
@@ -113,19 +115,45 @@ class InfoNCE(BiEncoderLoss):
                    "compute: each chunk runs twice). null: one pass over the batch"),
         Rule(lambda a: not (a.get("mini_batch_size") and a.get("fsdp")), "mini_batch_size (gradient caching) is "
              "built for one process or DDP; with fsdp set mini_batch_size: null", keys=("mini_batch_size", "fsdp")),
+        Option("gather_negatives", bool, default=False,
+               doc="under DDP, score each query against the candidates (positives and hard negatives) of every "
+                   "process, gathered with their gradients (sentence-transformers' gather_across_devices): the "
+                   "pool of in-batch negatives is the global batch, and the update is that of one process with "
+                   "the whole batch. Training only (evaluation scores each process's batch); no effect with "
+                   "one process"),
+        Rule(lambda a: not a.get("gather_negatives") or (a.get("update_freq", 1) == 1 and not a.get("auto_ga")),
+             "gather_negatives pairs each process's micro-batch with the other processes' and needs the same "
+             "number on each: set update_freq: 1 and auto_ga: false (a larger batch_size with mini_batch_size "
+             "keeps the memory of a small chunk)", keys=("gather_negatives", "update_freq", "auto_ga")),
+        Rule(lambda a: not a.get("gather_negatives") or not (a.get("fsdp") or a.get("use_bmuf")),
+             "gather_negatives is built for DDP (one process: no effect); with fsdp or use_bmuf set "
+             "gather_negatives: false", keys=("gather_negatives", "fsdp", "use_bmuf")),
         RECALL_AT, MAJOR_METRIC_RULE, BI_ENCODER_RULE, *MATRYOSHKA_OPTIONS,
     ]
 
-    def scores(self, embeddings: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
+    def batch_loss(self, embeddings: torch.Tensor, target: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
+        if not (self.args.get("gather_negatives") and torch.is_grad_enabled() and world_size() > 1):
+            return self.scores(embeddings, target)
+        stand_in = bool(batch.get("stand_in"))  # the trainer's stand-in micro-batch: its text is another rank's
+        everyone, offset = gather_rows(embeddings, contribute=not stand_in)
+        if stand_in:  # no loss of its own, but its backward must join the other processes' gradient sum
+            return (everyone.sum() + embeddings.sum()).float() * 0.0
+        return self.scores(embeddings, target, everyone, offset)
+
+    def scores(self, embeddings: torch.Tensor, target: torch.Tensor | None, everyone: torch.Tensor | None = None,
+               offset: int = 0) -> torch.Tensor:
+        """The loss of the queries of ``embeddings``; the candidates are those of ``everyone`` (every
+        process's embeddings, this batch's at rows ``offset``...) when given, else this batch's."""
         if embeddings.size(1) < 2:
             raise ValueError("info_nce needs pairs: a second text per sample (loader pair or triplet)")
         vectors = F.normalize(embeddings.float(), dim=-1)  # float32: a bf16 softmax over the batch loses digits
+        pool = vectors if everyone is None else F.normalize(everyone.float(), dim=-1)
         queries, positives = vectors[:, 0], vectors[:, 1]
-        candidates = torch.cat([positives, vectors[:, 2]]) if vectors.size(1) > 2 else positives
-        labels = torch.arange(queries.size(0), device=vectors.device)
+        candidates = torch.cat([pool[:, 1], pool[:, 2]]) if pool.size(1) > 2 else pool[:, 1]
+        labels = offset + torch.arange(queries.size(0), device=vectors.device)
         loss = F.cross_entropy(queries @ candidates.T / self.args.temperature, labels, reduction="sum")
         if self.args.symmetric:
-            backward = F.cross_entropy(positives @ queries.T / self.args.temperature, labels, reduction="sum")
+            backward = F.cross_entropy(positives @ pool[:, 0].T / self.args.temperature, labels, reduction="sum")
             loss = (loss + backward) / 2
         return loss
 

@@ -338,6 +338,8 @@ class Trainer:
             for i, indices in enumerate(chunks):
                 t0 = time.perf_counter()
                 batch = self._to_device(self.processor.collate([dataset[int(j)] for j in indices]))
+                if stand_in:  # a loss that gathers across processes (info_nce gather_negatives) leaves it out
+                    batch["stand_in"] = True
                 t1 = time.perf_counter()
                 last = i == len(chunks) - 1
                 with model.no_sync() if ddp and (sync_late or not last) else contextlib.nullcontext():
