@@ -28,9 +28,10 @@ class ThreeTowers(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        torch.manual_seed(0)
-        self.embedding = nn.Embedding(50, 16, padding_idx=0)
-        self.linear = nn.Linear(16, 8)
+        with torch.random.fork_rng():  # the same weights in every process, the caller's random state untouched
+            torch.manual_seed(0)
+            self.embedding = nn.Embedding(50, 16, padding_idx=0)
+            self.linear = nn.Linear(16, 8)
 
     def encode(self, ids: torch.Tensor) -> torch.Tensor:
         mask = ids.ne(0).unsqueeze(-1).float()
