@@ -5,7 +5,9 @@ The queries (the words after INDEX_DIR, each one query, and the lines of ``--que
 the run and checkpoint that built the index, each on its own, then searched (inner product of the
 normalised embeddings: the cosine similarity). Printed, tab-separated, with a header: the query's number,
 the query, the rank (1 = nearest), the id of the text in the index (its line number in build_index's TEXTS,
-minus 1), the score and the text (TSV-escaped). Nothing is written.
+minus 1), the score and the text (TSV-escaped). Nothing is written. The index is searched as it was built
+(x-script build_index ``--index``, ``--quantize``): an approximate index may return fewer than k texts
+(an IVF search that probed too few clusters), a binary one scores by Hamming distance (1 - 2 hamming / dim).
 """
 
 from __future__ import annotations
@@ -54,6 +56,6 @@ def main(argv: list[str]) -> int:
     scores, ids = stored.index.search(embedded, k)
     print("query_number\tquery\trank\tid\tscore\ttext")
     for number, (query, row_scores, row_ids) in enumerate(zip(queries, scores, ids)):
-        for rank, (score, i) in enumerate(zip(row_scores, row_ids), start=1):
+        for rank, (score, i) in enumerate(((s, i) for s, i in zip(row_scores, row_ids) if i >= 0), start=1):
             print(f"{number}\t{escape(query)}\t{rank}\t{i}\t{score:.6g}\t{escape(stored.texts[int(i)])}")
     return 0

@@ -3,7 +3,9 @@
 (exact inner-product search either way: the bi-encoders' embeddings are L2-normalised, so the inner
 product is the cosine similarity).
 
-An index folder holds ``index.json`` (what built it: run, checkpoint, backend, count, dim),
+Approximate (HNSW, IVF) and quantized (int8, binary) FAISS indexes are in xdpx/scripts/index_kinds.py.
+An index folder holds ``index.json`` (what built it: run, checkpoint, backend, index kind, quantization and
+their parameters, count, dim, and for an index other than exact float32 its recall@10 against the exact search),
 ``vectors.faiss`` (FAISS) or ``vectors.npy`` (numpy), and ``texts.tsv`` (``id<TAB>text``, TSV-escaped).
 """
 
@@ -18,6 +20,7 @@ import numpy as np
 from xdpx import io
 from xdpx.errors import UserError
 from xdpx.inference.outputs import escape, unescape
+from xdpx.scripts.index_kinds import KindIndex, damaged, is_plain
 from xdpx.utils.optional import installed, require
 
 INDEX_FILE, TEXTS_FILE = "index.json", "texts.tsv"
@@ -104,10 +107,6 @@ class FaissIndex:
         return cls(int(index.d), index)
 
 
-def damaged(path: str, reason: str) -> UserError:
-    return UserError(f"{path} is truncated or corrupt ({reason}): build the index again with x-script build_index")
-
-
 def new_index(backend: str, dim: int) -> NumpyIndex | FaissIndex:
     """``auto``: FAISS when installed, else numpy; ``faiss`` fails with the install line when it is not."""
     if backend == "numpy" or (backend == "auto" and not installed("faiss")):
@@ -120,17 +119,18 @@ class StoredIndex:
     """An index folder read back: its facts, the index and the texts."""
 
     facts: dict[str, Any]
-    index: NumpyIndex | FaissIndex
+    index: NumpyIndex | FaissIndex | KindIndex
     texts: list[str]
 
 
-def save_index(folder: str, index: NumpyIndex | FaissIndex, texts: list[str], facts: dict[str, Any]) -> None:
+def save_index(folder: str, index: NumpyIndex | FaissIndex | KindIndex, texts: list[str], facts: dict[str, Any]) -> None:
     io.makedirs(folder)
     index.save(folder)
     with io.open(io.join(folder, TEXTS_FILE), "w") as f:
         f.writelines(f"{i}\t{escape(text)}\n" for i, text in enumerate(texts))
     with io.open(io.join(folder, INDEX_FILE), "w") as f:  # last: a folder with index.json is complete
-        f.write(json.dumps({**facts, "backend": index.backend, "count": len(index), "dim": index.dim},
+        kind = index.facts() if isinstance(index, KindIndex) else {"index": "exact", "quantize": "none"}
+        f.write(json.dumps({**facts, **kind, "backend": index.backend, "count": len(index), "dim": index.dim},
                            indent=1, ensure_ascii=False) + "\n")
 
 
@@ -140,8 +140,10 @@ def load_index(folder: str) -> StoredIndex:
         raise UserError(f"{folder} is not an index folder (no {INDEX_FILE}): build one with x-script build_index")
     with io.open(path) as f:
         facts = json.loads(f.read())
-    cls = FaissIndex if facts.get("backend") == "faiss" else NumpyIndex
-    index = cls.load(folder, int(facts["dim"]))
+    if not is_plain(facts):  # approximate or quantized (xdpx/scripts/index_kinds.py)
+        index: NumpyIndex | FaissIndex | KindIndex = KindIndex.load(folder, facts)
+    else:
+        index = (FaissIndex if facts.get("backend") == "faiss" else NumpyIndex).load(folder, int(facts["dim"]))
     with io.open(io.join(folder, TEXTS_FILE)) as f:
         texts = [unescape(line.rstrip("\n").split("\t", 1)[1]) for line in f if line.strip()]
     if len(texts) != len(index) or len(index) != facts.get("count", len(index)) or index.dim != int(facts["dim"]):
