@@ -51,6 +51,7 @@ scripts = Registry(
         "xdpx.scripts.build_index",
         "xdpx.scripts.search",
         "xdpx.scripts.eval_corpus",
+        "xdpx.scripts.mine_negatives",
         "xdpx.scripts.diff_meta",
         "xdpx.scripts.diff_data",
         "xdpx.scripts.prune_heads",
