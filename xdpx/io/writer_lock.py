@@ -95,8 +95,14 @@ def _parse(text: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
 
 
+_left_behind: set[str] = set()  # tokens of locks this process released but could not delete (a store down)
+
+
 def _is_stale(holder: dict[str, Any]) -> bool:
-    """A holder of this host that is gone (another host's holder is never taken for gone)."""
+    """A holder of this host that is gone (another host's holder is never taken for gone), or a lock this
+    process released without deleting its record (the next command of the process takes it over)."""
+    if holder.get("token") in _left_behind:
+        return True
     return holder.get("host") == socket.gethostname() and not _alive(holder["pid"], holder.get("process_start"))
 
 
@@ -226,6 +232,10 @@ class WriterLock:
                 self.fd = None
             elif (read_holder(self.path) or {}).get("token") == self.token:
                 _remove_quiet(self.path)
+        except Exception:  # noqa: BLE001 - an object store that does not answer (the error being raised already)
+            # the record stays: this process's next command, or the next run on this host once this process
+            # has ended, takes it over
+            _left_behind.add(self.token)
         finally:
             self.token = None
             self._remove_created_folder()
@@ -243,12 +253,24 @@ class WriterLock:
 def _create(path: str, data: str) -> bool:
     """Create ``path`` holding ``data`` unless it exists; whether this call created it."""
     if not is_remote(path):
+        # written whole under a temporary name, then linked in place (link fails when the name exists): a
+        # reader never sees the file empty or half written, as it could between an O_EXCL create and its write
+        temporary = f"{path}.{uuid.uuid4().hex[:12]}.tmp"
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write(data)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            os.link(temporary, path)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "w") as f:
-            f.write(data)
+        except OSError:  # a filesystem without hard links: an exclusive create, written at once
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "w") as f:
+                f.write(data)
+        finally:
+            _remove_quiet(temporary)
         return True
     fs, p = filesystem(path)
     try:

@@ -96,8 +96,9 @@ def load_into(model: Any, path: str, from_tf: bool = False, log: Callable[[str],
     except CheckpointError as e:
         raise _user_error(f"pretrained_model: {e}") from None
     weights = normalise_keys(read_weights(local, from_tf), set(own))
-    mismatched = [f"{k} {tuple(v.shape)} vs ours {tuple(own[k].shape)}" for k, v in weights.items()
-                  if k in own and tuple(own[k].shape) != tuple(v.shape)]
+    # in the model's order (embeddings, then layer 0 up): the first five named are the first that differ
+    mismatched = [f"{k} {tuple(weights[k].shape)} vs ours {tuple(v.shape)}" for k, v in own.items()
+                  if k in weights and tuple(v.shape) != tuple(weights[k].shape)]
     vocab_key = next((k for k in weights if k.endswith("word_embeddings.weight") and k in own), None)
     if vocab_key is not None and own[vocab_key].shape[0] != weights[vocab_key].shape[0]:
         # the message names what differs: the number of tokens, not the tokenizer or the other options
