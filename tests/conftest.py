@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -25,11 +26,22 @@ import pytest
 from xdpx.cli import run_chain
 from xdpx.io import testing
 from xdpx.io.testing import fake_aws_env, free_port, start_moto_server, unavailable, use_s3_endpoint
+from xdpx.models import models
 
 BUCKET = "xdpx-io-test"
 # every test's pytest.importorskip goes through XDPX_REQUIRE (looked up at call time, so this covers the
 # module-level calls of test files collected later too)
 pytest.importorskip = optional_components.importorskip
+
+
+@pytest.fixture(autouse=True)
+def forget_test_components() -> Iterator[None]:
+    """The faulty_cnn test model (a user_dir loaded in process by tests of several folders) must not stay
+    registered for later tests on the same worker (the generated option docs and the batch-invariance list
+    check every registered model)."""
+    yield
+    models._entries.pop("faulty_cnn", None)
+    sys.modules.pop("faulty_components", None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
