@@ -29,7 +29,8 @@ from typing import Any
 from xdpx import io
 from xdpx.io.atomic import is_temp_of
 from xdpx.io.credentials import redact
-from xdpx.io.writer_lock import LOCK_FILE, STUDY_FILE, read_holder
+from xdpx.io.study_folder import STUDY_FILE
+from xdpx.io.writer_lock import LOCK_FILE, read_holder
 
 MANIFEST = ".xdpx-written"
 RUN_MARKER = ".xdpx-run"

@@ -1,5 +1,5 @@
 """One writer per output folder: x-train's save_dir, x-prepro's data_dir (x-tune guards its study folder
-with :func:`claim_study`, since several workers of one study share it).
+with xdpx/io/study_folder.py, since several workers of one study share it).
 
 The lock is a file in the folder, ``.xdpx-lock``, holding a JSON record of its holder: the command, the
 host, the pid, the process's start time (pids are reused) and since when it holds the lock.
@@ -207,7 +207,7 @@ class WriterLock:
     def _acquire_record(self, record: dict[str, Any]) -> None:
         data = json.dumps(record, indent=1) + "\n"
         for _ in range(_RETRIES):
-            if _create(self.path, data):
+            if create_once(self.path, data):
                 return
             holder = read_holder(self.path)
             if holder is None:  # gone meanwhile, or a holder is still writing it
@@ -250,7 +250,7 @@ class WriterLock:
             self.created_folder = False
 
 
-def _create(path: str, data: str) -> bool:
+def create_once(path: str, data: str) -> bool:
     """Create ``path`` holding ``data`` unless it exists; whether this call created it."""
     if not is_remote(path):
         # written whole under a temporary name, then linked in place (link fails when the name exists): a
@@ -312,49 +312,6 @@ def _host_lock(path: str) -> Iterator[None]:
     with open(os.path.join(tempfile.gettempdir(), f"xdpx-lock-{os.getuid()}-{name}"), "a") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         yield
-
-
-# ---- x-tune: one study per study folder ---------------------------------------------------------------------
-
-STUDY_FILE = ".xdpx-study"
-
-
-def study_problem(folder: str, identity: dict[str, str]) -> str | None:
-    """Why a study folder must not take the outputs of the study ``identity`` (storage, study), or None.
-
-    Workers of one study share its folder (its storage lock orders their writes); another study would
-    rewrite its results.tsv and best_config.hjson and its trial_N run directories."""
-    path = join(folder, STUDY_FILE)
-    try:
-        if is_remote(path):
-            fs, p = filesystem(path)
-            text = fs.cat_file(p).decode("utf-8", "replace")
-        else:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        there = json.loads(text)
-    except ValueError:
-        there = None
-    if not isinstance(there, dict):
-        return f"{redact(path)} cannot be read. Remove it if the folder holds one study only"
-    theirs = {key: there.get(key) for key in identity}
-    if theirs == identity:
-        return None
-    return (f"it holds the outputs of study {there.get('study')!r} of storage {there.get('storage')}: x-tune "
-            f"workers share a folder only within one study (this config: study {identity['study']!r} of "
-            f"storage {identity['storage']}). Choose another save_dir, or the study_name and storage of that study")
-
-
-def claim_study(folder: str, identity: dict[str, str], where: str) -> None:
-    """Record which study writes ``folder`` (created once, atomically); refuse another study."""
-    problem = study_problem(folder, identity)
-    if problem is None and not _create(join(folder, STUDY_FILE), json.dumps(identity, indent=1) + "\n"):
-        problem = study_problem(folder, identity)  # a worker of another study created it a moment ago
-    if problem is not None:
-        raise FolderLocked(f"{where}: {problem}")
 
 
 # ---- holding it for a run ------------------------------------------------------------------------------------

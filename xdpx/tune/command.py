@@ -16,7 +16,7 @@ from xdpx.config.loader import find_config_file
 from xdpx.config.options import Args
 from xdpx.config.writers import masked_notice, masked_options
 from xdpx.errors import UserError
-from xdpx.io import writer_lock
+from xdpx.io import study_folder
 from xdpx.io.credentials import hand_down, redact
 from xdpx.io.ownership import Output, is_run_dir
 from xdpx.tune.plan import CONFIGS_DIR, TRIALS_PREFIX, build_plan, config_dir_of
@@ -63,7 +63,7 @@ class TuneCommand(Command):
 
     def run(self, args: Args, dry: bool = False) -> None:
 
-        problem = writer_lock.study_problem(args.save_dir, study_identity(args))
+        problem = study_folder.study_problem(args.save_dir, study_identity(args))
         if problem is not None:  # another study's folder: its outputs and trial folders would be rewritten
             raise ConfigError(f"{study_refusal(args)}: {problem}")
         plan = build_plan(args)
@@ -88,7 +88,7 @@ def is_study_dir(path: str) -> bool:
     """A study folder x-tune wrote before XDPX kept records: its SQLite storage (or that storage's lock), its
     trial configs, or a trial's run directory."""
     names = io.listdir(path)
-    if STUDY_DB in names or f"{STUDY_DB}.lock" in names or writer_lock.STUDY_FILE in names:
+    if STUDY_DB in names or f"{STUDY_DB}.lock" in names or study_folder.STUDY_FILE in names:
         return True
     configs = io.join(path, CONFIGS_DIR)
     if CONFIGS_DIR in names and io.isdir(configs) and any(n.startswith(TRIALS_PREFIX) for n in io.listdir(configs)):
@@ -239,7 +239,7 @@ def run_study(plan: Any) -> None:
     if not io.is_remote(a.save_dir):
         io.makedirs(a.save_dir)
     # workers of this study share the folder; another study is refused before it writes a file there
-    writer_lock.claim_study(a.save_dir, study_identity(a), study_refusal(a))
+    study_folder.claim_study(a.save_dir, study_identity(a), study_refusal(a))
     storage = open_study(plan, url)
     say = lambda message: print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} | x-tune: {redact(message)}", flush=True)  # noqa: E731
     # the trial configs and best_config.hjson hold the base config's credentials masked: the trials, which
