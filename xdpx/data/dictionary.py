@@ -4,7 +4,10 @@ A token holding a line break (a newline token of a tokenizer.json, say) would ta
 later id. Such a vocabulary is written escaped (``\n``, ``\r``, ``\t``, ``\\``, ``\uXXXX`` for the other
 characters that end a line for str.splitlines), with :data:`ESCAPED_MARK` as an extra last line; every other
 vocabulary is written plain, as earlier releases wrote it (and BERT tools read it), and a file without the
-mark is read plain: old vocab.txt files load unchanged.
+mark is read plain: old vocab.txt files load unchanged. A line break here is what ends a line for the readers
+of vocab.txt (Python's file iteration, transformers' load_vocab, the tokenizers library): ``\n`` and ``\r``.
+U+2028, U+0085 and the like end a line only for str.splitlines; bert-base-chinese has such tokens, and its
+vocab.txt must stay plain for BERT tools.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from xdpx import io
 from xdpx.errors import UserError
 
 ESCAPED_MARK = "#xdpx-vocab: escaped (\\n \\r \\t \\\\ \\uXXXX); this line is not a token"
-# What ends a line for a reader of text (universal newlines, str.splitlines): a token holding one is escaped.
-LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# What ends a line for a reader of vocab.txt (universal newlines): a token holding one makes the file escaped.
+LINE_BREAKS = re.compile("[\n\r]")
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _TO_ESCAPE = re.compile("[\\\\\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _ESCAPED = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")

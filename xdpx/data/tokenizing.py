@@ -14,6 +14,7 @@ from typing import Any
 from xdpx import io
 from xdpx.config.options import Option
 from xdpx.data import tokenizers
+from xdpx.data.dictionary import read_vocab
 from xdpx.errors import UserError
 from xdpx.models.checkpoints import CheckpointError
 from xdpx.models.hf_hub import local_pretrained
@@ -119,8 +120,9 @@ class BertTokenizer(Tokenizer):
         return self.tokenizer.encode(text, add_special_tokens=False).tokens
 
     def vocab_tokens(self) -> list[str]:
-        vocab = self.tokenizer.get_vocab()
-        return sorted(vocab, key=vocab.__getitem__)
+        # the file's lines, one per id: get_vocab() keeps one id of a token written twice (two empty lines of a
+        # vocabulary), and a vocab.txt one line short shifts every later id against the model's embedding rows
+        return read_vocab(self.vocab_path)
 
 
 def tokenizer_folder(path: str) -> str:
