@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import numpy as np
 import pytest
-from retrieval_helpers import SAMPLE, train_config
+from retrieval_helpers import SAMPLE
 
-from xdpx.cli import run_chain, x_script
+from xdpx.cli import x_script
 from xdpx.scripts.index_kinds import default_params, pack_signs, recall_at_k
 from xdpx.scripts.vector_index import NumpyIndex
 
@@ -87,22 +86,3 @@ def test_an_approximate_index_needs_faiss_and_a_known_kind(retrieval_run, tmp_pa
     assert x_script(["build_index", str(retrieval_run), str(texts), str(tmp_path / "a"), "--quantize", "int4"]) == 2
     assert "--quantize 'int4': one of none, int8, binary." in capsys.readouterr().err
     assert not (tmp_path / "a").exists()
-
-
-def test_a_quantized_index_of_a_run_trained_again_with_another_width_is_refused(retrieval_run, retrieval_data,
-                                                                                tmp_path, capsys):
-    pytest.importorskip("faiss")
-    run = tmp_path / "run"
-    shutil.copytree(retrieval_run, run)
-    texts = tmp_path / "texts.txt"
-    texts.write_text("\n".join(TEXTS[:20]) + "\n")
-    assert x_script(["build_index", str(run), str(texts), str(tmp_path / "index"), "--quantize", "binary"]) == 0
-    shutil.rmtree(run)  # the same folder now holds a run of width 16, its checkpoint under the same name
-    config = train_config(tmp_path, retrieval_data, hidden_size=16, intermediate_size=24, max_epoch=...,
-                          max_update=20, eval_interval=20)  # checkpoint-20.pt, as the first run's
-    assert run_chain(["x-train", str(config)]) == 0
-    capsys.readouterr()
-    assert x_script(["search", str(tmp_path / "index"), TEXTS[0]]) == 1
-    err = capsys.readouterr().err
-    assert f"{tmp_path / 'index'} holds vectors of dim 32, but run {run} (" in err and \
-        "embeds in dim 16: the run was trained again after build_index; build the index again" in err, err

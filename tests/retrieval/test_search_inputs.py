@@ -71,6 +71,12 @@ def test_a_run_trained_again_with_another_width_is_refused(retrieval_run, retrie
     texts.write_text("\n".join(TEXTS) + "\n")
     assert build(run, texts, tmp_path / "index") == 0
     before = {p.name: p.read_bytes() for p in (tmp_path / "index").iterdir()}
+    try:  # a quantized (FAISS binary) index of the same run, refused alike after the one retraining below
+        pytest.importorskip("faiss")
+        binary = tmp_path / "binary"
+        assert x_script(["build_index", str(run), str(texts), str(binary), "--quantize", "binary"]) == 0
+    except pytest.skip.Exception:
+        binary = None
     shutil.rmtree(run)  # the same folder now holds a run of width 16, its checkpoint under the same name
     config = train_config(tmp_path, retrieval_data, hidden_size=16, intermediate_size=24, max_epoch=...,
                           max_update=20, eval_interval=20)
@@ -82,3 +88,8 @@ def test_a_run_trained_again_with_another_width_is_refused(retrieval_run, retrie
         "embeds in dim 16: the run was trained again after build_index; build the index again" in err, err
     assert {p.name: p.read_bytes() for p in (tmp_path / "index").iterdir()} == before
     assert np.load(tmp_path / "index/vectors.npy").shape == (len(TEXTS), 32)
+    if binary is not None:
+        assert x_script(["search", str(binary), TEXTS[0]]) == 1
+        err = capsys.readouterr().err
+        assert f"{binary} holds vectors of dim 32, but run {run} (" in err and \
+            "embeds in dim 16: the run was trained again after build_index; build the index again" in err, err
