@@ -9,9 +9,10 @@ Whether a bar shows, first rule that applies:
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
+
+from xdpx.utils.step_progress import quiet
 
 PROGRESS_THRESHOLD = 4 * 2**20  # bytes; smaller transfers are quick enough to need no bar
 CHUNK_SIZE = 4 * 2**20  # streaming block: bounds memory per transfer whatever the file size
@@ -36,7 +37,7 @@ def should_show(size: int | None, progress: bool | None = None) -> bool:
     """Apply the rules above to a transfer of ``size`` bytes (None: unknown size)."""
     if progress is not None:
         return bool(progress)
-    if _enabled is False or os.environ.get("XDPX_QUIET", "").strip() not in ("", "0", "false"):
+    if _enabled is False or quiet():
         return False
     if size is None or size < PROGRESS_THRESHOLD:
         return False

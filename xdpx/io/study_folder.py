@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from .credentials import filesystem, redact
-from .paths import is_remote, join
-from .writer_lock import FolderLocked, create_once
+from .credentials import redact
+from .paths import join
+from .writer_lock import FolderLocked, create_once, read_record
 
 STUDY_FILE = ".xdpx-study"
 
@@ -22,14 +22,8 @@ def study_problem(folder: str, identity: dict[str, str]) -> str | None:
     Workers of one study share its folder (its storage lock orders their writes); another study would
     rewrite its results.tsv and best_config.hjson and its trial_N run directories."""
     path = join(folder, STUDY_FILE)
-    try:
-        if is_remote(path):
-            fs, p = filesystem(path)
-            text = fs.cat_file(p).decode("utf-8", "replace")
-        else:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-    except (FileNotFoundError, NotADirectoryError):
+    text = read_record(path)
+    if text is None:
         return None
     try:
         there = json.loads(text)

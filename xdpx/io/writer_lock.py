@@ -284,19 +284,23 @@ def create_once(path: str, data: str) -> bool:
     return True
 
 
-def read_holder(path: str) -> dict[str, Any] | None:
-    """The record of a lock file; None when there is none or it cannot be read (yet)."""
+def read_record(path: str) -> str | None:
+    """A lock or study record's text, read fresh (no cached listing of a store); None when there is none."""
     try:
         if is_remote(path):
             fs, p = filesystem(path)
             fs.invalidate_cache(p)
-            text = fs.cat_file(p).decode("utf-8", "replace")
-        else:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
+            return fs.cat_file(p).decode("utf-8", "replace")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
-    return _parse(text)
+
+
+def read_holder(path: str) -> dict[str, Any] | None:
+    """The record of a lock file; None when there is none or it cannot be read (yet)."""
+    text = read_record(path)
+    return None if text is None else _parse(text)
 
 
 def _remove_quiet(path: str) -> None:

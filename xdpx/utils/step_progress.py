@@ -25,7 +25,8 @@ from typing import Any, TextIO
 DEFAULT_SECONDS = 30.0  # between two lines when stderr is not a terminal
 
 
-def _quiet() -> bool:
+def quiet() -> bool:
+    """Whether env ``XDPX_QUIET`` asks for no progress at all (the byte bars of xdpx.io.progress read it too)."""
     return os.environ.get("XDPX_QUIET", "").strip() not in ("", "0", "false")
 
 
@@ -64,7 +65,7 @@ class StepProgress:
         self.started = self.last_line = time.monotonic()
         self.interval = _line_seconds()
         self.bar: Any = None
-        self.active = enabled and total > 1 and not _quiet()
+        self.active = enabled and total > 1 and not quiet()
         if self.active and _is_tty(self.stream):
             from tqdm import tqdm
 
@@ -116,7 +117,7 @@ class Phases:
         self.started = time.monotonic()
 
     def start(self, phase: str) -> None:
-        if _quiet():
+        if quiet():
             return
         self.stream.write(f"{self.tool} [{_duration(time.monotonic() - self.started)}]: {phase}\n")
         self.stream.flush()
