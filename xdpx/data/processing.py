@@ -17,6 +17,16 @@ from xdpx.data.dictionary import Dictionary
 from xdpx.data.targets import TargetMap, label_names, regression_value
 
 VOCAB_FILE, TARGET_MAP_FILE = "vocab.txt", "target_map.txt"
+
+
+def find_target_map(*folders: str | None) -> tuple[str, list[str]] | None:
+    """(path, labels in id order) of the first of ``folders`` holding target_map.txt; None when none does."""
+    for folder in folders:
+        if folder and io.exists(io.join(folder, TARGET_MAP_FILE)):
+            path = io.join(folder, TARGET_MAP_FILE)
+            with io.open(path) as f:
+                return path, [line.rstrip("\r\n") for line in f if line.strip()]
+    return None
 IGNORE_INDEX = -100  # target of positions that carry no loss (MLM: unmasked tokens); torch's default
 
 

@@ -19,10 +19,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from xdpx import io
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Rule
-from xdpx.data.processing import IGNORE_INDEX, TARGET_MAP_FILE
+from xdpx.data.processing import IGNORE_INDEX, TARGET_MAP_FILE, find_target_map
 from xdpx.losses import losses
 from xdpx.losses.base import Loss, step_logs
 from xdpx.metrics import metric_names
@@ -58,10 +57,9 @@ def decode(model: nn.Module, scores: torch.Tensor, real: torch.Tensor) -> torch.
 
 def target_labels(args: Any) -> list[str]:
     """The run's tags in id order: target_map.txt of the run directory, else of data_dir."""
-    for folder in (args.get("save_dir"), args.get("data_dir")):
-        if folder and io.exists(io.join(folder, TARGET_MAP_FILE)):
-            with io.open(io.join(folder, TARGET_MAP_FILE)) as f:
-                return [line.rstrip("\r\n") for line in f if line.strip()]
+    found = find_target_map(args.get("save_dir"), args.get("data_dir"))
+    if found is not None:
+        return found[1]
     raise FileNotFoundError(f"no {TARGET_MAP_FILE} in save_dir or data_dir: the tags cannot be named")
 
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from xdpx import io
 from xdpx.data.composition import processor_class
-from xdpx.data.processing import TARGET_MAP_FILE, VOCAB_FILE
+from xdpx.data.dictionary import read_vocab
+from xdpx.data.processing import VOCAB_FILE, find_target_map
 from xdpx.errors import UserError
 from xdpx.models.checkpoints import BEST, LAST, CheckpointError, read_index, resolve_checkpoint
 from xdpx.registry import RegistryError
@@ -101,23 +102,15 @@ def target_kind(args: Any) -> str:
         str(args.get("target_type")), "one class per sample")
 
 
-def target_map_of(run_dir: str, args: Any) -> tuple[str, list[str]] | None:
-    """(path, labels) of a run's target map: its own copy, else its data_dir's; None without one."""
-    for folder in (run_dir, args.get("data_dir")):
-        if folder and io.exists(io.join(folder, TARGET_MAP_FILE)):
-            path = io.join(folder, TARGET_MAP_FILE)
-            with io.open(path) as f:
-                return path, [line.rstrip("\r\n") for line in f if line.strip()]
-    return None
-
-
 def label_problem(teacher: Any, student: Any, run_dir: str) -> str | None:
     """Why the teacher's logits do not score the student's labels, or None."""
     theirs, ours = target_kind(teacher), target_kind(student)
     if theirs != ours:
         return (f"the label set differs: teacher {run_dir!r} predicts {theirs}, the student {ours}: its logits "
                 "cannot be the student's soft targets; distil from a teacher of the student's kind of targets")
-    their_map, our_map = target_map_of(run_dir, teacher), target_map_of(student.data_dir, student)
+    # a run's own copy of the map, else its data_dir's
+    their_map = find_target_map(run_dir, teacher.get("data_dir"))
+    our_map = find_target_map(student.data_dir, student.get("data_dir"))
     if their_map and our_map and their_map[1] != our_map[1]:
         return (f"the label set differs: teacher {their_map[1][:10]} ({their_map[0]}), student {our_map[1][:10]} "
                 f"({our_map[0]}): distillation needs the same labels in the same order; preprocess the student's "
@@ -125,12 +118,12 @@ def label_problem(teacher: Any, student: Any, run_dir: str) -> str | None:
     return None
 
 
-def read_vocab(folder: str | None) -> tuple[str, list[str]] | None:
+def vocab_of(folder: str | None) -> tuple[str, list[str]] | None:
+    """(path, tokens) of a folder's vocab.txt; None without one."""
     if not folder or not io.exists(io.join(folder, VOCAB_FILE)):
         return None
     path = io.join(folder, VOCAB_FILE)
-    with io.open(path) as f:
-        return path, f.read().split("\n")
+    return path, read_vocab(path)
 
 
 def input_problem(teacher: Any, student: Any, run_dir: str) -> str | None:
@@ -145,8 +138,8 @@ def input_problem(teacher: Any, student: Any, run_dir: str) -> str | None:
         if tuple(theirs.fields) != tuple(ours.fields) else []
     differs += [f"{name} (teacher {teacher.get(name)!r}, student {student.get(name)!r})"
                 for name in ("tokenizer", "max_len", "lower") if teacher.get(name) != student.get(name)]
-    their_vocab = read_vocab(run_dir) or read_vocab(teacher.get("data_dir"))
-    our_vocab = read_vocab(student.data_dir)
+    their_vocab = vocab_of(run_dir) or vocab_of(teacher.get("data_dir"))
+    our_vocab = vocab_of(student.data_dir)
     if their_vocab and our_vocab and their_vocab[1] != our_vocab[1]:
         sizes = [len([t for t in v[1] if t]) for v in (their_vocab, our_vocab)]
         differs.append(f"the vocabulary (teacher {sizes[0]} tokens in {their_vocab[0]}, student {sizes[1]} in "
