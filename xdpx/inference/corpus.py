@@ -59,8 +59,9 @@ def corpus_subset(name: str, run_args: Any, where: str) -> CorpusSubset | None:
     return CorpusSubset(name, read_beir(*location))
 
 
-def embed(loaded: Any, texts: list[str], context: Any = None) -> np.ndarray:
-    """``[N, D]`` float64 embeddings, each text encoded on its own (as x-serve's /embed)."""
+def embed(loaded: Any, texts: list[str], context: Any = None, progress: str = "x-eval corpus") -> np.ndarray:
+    """``[N, D]`` float32 embeddings, each text encoded on its own (as x-serve's /embed): the corpus metrics
+    and x-script build_index, search and mine_negatives embed through it."""
     from xdpx.inference.scoring import predict_logits
 
     samples = []
@@ -69,8 +70,8 @@ def embed(loaded: Any, texts: list[str], context: Any = None) -> np.ndarray:
         sample["id"] = i
         samples.append(sample)
     outputs = predict_logits(loaded.task, loaded.model, loaded.processor, samples, loaded.batch_size, loaded.autocast,
-                             loaded.to_device, context=context, progress="x-eval corpus")
-    return outputs.numpy().reshape(len(texts), -1).astype(np.float64)
+                             loaded.to_device, context=context, progress=progress)
+    return np.ascontiguousarray(outputs.numpy().reshape(len(texts), -1), dtype=np.float32)
 
 
 def rank_metrics(queries: np.ndarray, documents: np.ndarray, query_ids: list[str], doc_ids: list[str],
@@ -93,7 +94,8 @@ def evaluate_corpus(loaded: Any, data: BeirSet, ks: list[int], context: Any = No
     """The metrics at each k (and each Matryoshka width of the run) of ``loaded``'s embeddings."""
     doc_ids, query_ids = list(data.corpus), list(data.queries)
     documents = embed(loaded, [f"{title} {text}".strip() for title, text in data.corpus.values()], context)
-    queries = embed(loaded, list(data.queries.values()), context)
+    documents = documents.astype(np.float64)
+    queries = embed(loaded, list(data.queries.values()), context).astype(np.float64)
     metrics = rank_metrics(queries, documents, query_ids, doc_ids, data.qrels, ks)
     for dim in loaded.run_args.get("matryoshka_dims") or []:
         if dim < documents.shape[1]:

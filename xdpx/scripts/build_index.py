@@ -75,19 +75,9 @@ def load_bi_encoder(save_dir: str, checkpoint: str, batch_size: int | None) -> t
 
 def embed_texts(predictor: object, texts: list[str], tool: str = "build_index") -> object:
     """``[N, D]`` float32 embeddings, each text encoded on its own (x-serve /embed's processing)."""
-    import numpy as np
+    from xdpx.inference.corpus import embed
 
-    from xdpx.inference.scoring import predict_logits
-
-    loaded = predictor.loaded  # type: ignore[attr-defined]
-    samples = []
-    for i, text in enumerate(texts):
-        sample = loaded.processor.encode([text])
-        sample["id"] = i
-        samples.append(sample)
-    outputs = predict_logits(loaded.task, loaded.model, loaded.processor, samples, loaded.batch_size,
-                             loaded.autocast, loaded.to_device, progress=f"x-script {tool}")
-    return np.ascontiguousarray(outputs.numpy().reshape(len(texts), -1), dtype=np.float32)
+    return embed(predictor.loaded, texts, progress=f"x-script {tool}")  # type: ignore[attr-defined]
 
 
 @script("build_index")
