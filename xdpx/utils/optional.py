@@ -33,6 +33,7 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "jieba": ("jieba", "jieba"),
     "faiss": ("faiss-cpu", "faiss"),  # x-script build_index / search (a numpy matrix without it)
     "sentence_transformers": ("sentence-transformers", "st"),  # export_hf's check of a bi-encoder folder
+    "captum": ("captum", "explain"),  # token attributions (xdpx/inference/explain.py)
 }
 
 
