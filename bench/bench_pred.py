@@ -122,7 +122,7 @@ def model_floor(save_dir: str, path: str, batch_size: int) -> float:
     from xdpx.config.options import resolve
     from xdpx.inference.loading import load_model
     from xdpx.inference.options import LOAD_OPTIONS
-    from xdpx.inference.scoring import predict_logits
+    from xdpx.runtime.scoring import predict_logits
 
     args = resolve({"save_dir": save_dir, "batch_size": batch_size}, LOAD_OPTIONS, "bench")
     loaded = load_model(args, say=lambda _m: None)

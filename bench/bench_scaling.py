@@ -10,7 +10,7 @@ own count: samples trained / training time of rank 0 (process start-up excluded;
 wall time of the command). Scaling efficiency = samples/s with 2 / (2 x samples/s with 1).
 
 Evaluation: the trained checkpoint scored on the test split (3,513 samples: an odd size) by
-``xdpx.inference.scoring.evaluate`` in one process, then in 2 processes under torchrun, each scoring its
+``xdpx.runtime.scoring.evaluate`` in one process, then in 2 processes under torchrun, each scoring its
 share of the batches; the metrics must be equal, the time is that of the evaluation call on rank 0
 (gather included). The best of ``--repeats`` is kept; the machine may be shared (say so when reporting).
 """
@@ -74,8 +74,8 @@ def evaluate_worker(save_dir: str, split: str, out: str) -> None:
     from xdpx.data.dataset import open_split
     from xdpx.inference.evaluate import EvalCommand
     from xdpx.inference.loading import load_model
-    from xdpx.inference.scoring import evaluate
-    from xdpx.train import distributed
+    from xdpx.runtime import distributed
+    from xdpx.runtime.scoring import evaluate
 
     command = EvalCommand()
     args = resolve({"save_dir": save_dir, "valid_subset": split, "batch_size": 64, "cuda": False},

@@ -10,10 +10,12 @@ is still a dependency. The floors, bottom to top:
    the registries, which name command modules by string and import none of them);
 2. components: ``xdpx.data``, ``xdpx.models``, ``xdpx.losses``, ``xdpx.metrics``, ``xdpx.optim``,
    ``xdpx.tasks``;
-3. workflows: ``xdpx.train``, ``xdpx.inference``, ``xdpx.export``, ``xdpx.serve``, ``xdpx.viz``,
+3. runtime: ``xdpx.runtime`` (what training and inference both run on: devices and processes, precision,
+   seeding, compiling, out-of-memory, the shared evaluation and prediction, a run's files read back);
+4. workflows: ``xdpx.train``, ``xdpx.inference``, ``xdpx.export``, ``xdpx.serve``, ``xdpx.viz``,
    ``xdpx.tune``, ``xdpx.debug``;
-4. tools: ``xdpx.chain`` (the dispatcher), ``xdpx.scripts`` (x-script tools), ``xdpx.submit``;
-5. entry points: ``xdpx.cli`` and ``xdpx.__main__``, imported by nothing in the package.
+5. tools: ``xdpx.chain`` (the dispatcher), ``xdpx.scripts`` (x-script tools), ``xdpx.submit``;
+6. entry points: ``xdpx.cli`` and ``xdpx.__main__``, imported by nothing in the package.
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ FLOORS = {
     "xdpx.errors": 0, "xdpx.config.errors": 0, "xdpx.logger": 0, "xdpx.utils": 0,
     "xdpx": 1, "xdpx.registry": 1, "xdpx.config": 1, "xdpx.io": 1, "xdpx.command": 1,
     "xdpx.data": 2, "xdpx.models": 2, "xdpx.losses": 2, "xdpx.metrics": 2, "xdpx.optim": 2, "xdpx.tasks": 2,
-    "xdpx.train": 3, "xdpx.inference": 3, "xdpx.export": 3, "xdpx.serve": 3, "xdpx.viz": 3, "xdpx.tune": 3,
-    "xdpx.debug": 3,
-    "xdpx.chain": 4, "xdpx.scripts": 4, "xdpx.submit": 4,
-    "xdpx.cli": 5, "xdpx.__main__": 5,
+    "xdpx.runtime": 3,
+    "xdpx.train": 4, "xdpx.inference": 4, "xdpx.export": 4, "xdpx.serve": 4, "xdpx.viz": 4, "xdpx.tune": 4,
+    "xdpx.debug": 4,
+    "xdpx.chain": 5, "xdpx.scripts": 5, "xdpx.submit": 5,
+    "xdpx.cli": 6, "xdpx.__main__": 6,
 }
-FLOOR_NAMES = ["base", "core", "components", "workflows", "tools", "entry points"]
+FLOOR_NAMES = ["base", "core", "components", "runtime", "workflows", "tools", "entry points"]
 
 
 def floor_of(module: str) -> int:

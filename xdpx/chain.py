@@ -123,7 +123,7 @@ def run_command(command: Any, args: Any, dry: bool) -> None:
             command.run(args, dry=dry)
             return
         # torch is imported only here: a chain of one process (and every --dry) stays torch-free.
-        from xdpx.train.distributed import on_main_process
+        from xdpx.runtime.distributed import on_main_process
 
         on_main_process(lambda: command.run(args, dry=dry))
 

@@ -46,12 +46,15 @@ scripts = Registry(
         "xdpx.scripts.merge_lora",
         "xdpx.scripts.profile",
         "xdpx.scripts.confusion_matrix",
+        "xdpx.scripts.calibrate",
+        "xdpx.scripts.errors",
         "xdpx.scripts.bce_threshold",
         "xdpx.scripts.best_threshold",
         "xdpx.scripts.build_index",
         "xdpx.scripts.search",
         "xdpx.scripts.eval_corpus",
         "xdpx.scripts.mine_negatives",
+        "xdpx.scripts.rerank_pairs",
         "xdpx.scripts.diff_meta",
         "xdpx.scripts.diff_data",
         "xdpx.scripts.prune_heads",
@@ -88,6 +91,12 @@ class Command:
     def prepare(self, config: Config) -> Config:
         """Adjust a loaded config before it is checked (e.g. x-eval adds the run's own options)."""
         return config
+
+    def preflight(self, args: Args) -> tuple[list[str], list[str]]:
+        """(problems, notes) that the checks before any work find in a resolved config; nothing is written.
+        A workflow that starts this command's runs itself (x-tune's trials of x-train) checks them here,
+        through the command, not through the command's modules. Default: none."""
+        return [], []
 
     def run(self, args: Args, dry: bool = False) -> None:
         raise NotImplementedError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from xdpx.inference.scoring import batch_starts, predict_logits
+from xdpx.runtime.scoring import batch_starts, predict_logits
 
 
 def test_batch_starts_cut_at_the_budget_and_at_batch_size() -> None:

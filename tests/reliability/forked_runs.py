@@ -48,7 +48,7 @@ def preload_modules() -> list[str]:
     registries = (commands, scripts, loaders, parsers, processors, tokenizers, losses, metrics, models,
                   optimizers, lr_schedulers, tasks)
     return ["numpy", "hjson", "torch", "torch._dynamo", "torch.distributed", "torch.nn.parallel", "xdpx.cli",
-            "xdpx.config.loader", "xdpx.config.writers", "xdpx.data.dataset", "xdpx.inference.scoring",
+            "xdpx.config.loader", "xdpx.config.writers", "xdpx.data.dataset", "xdpx.runtime.scoring",
             "xdpx.train.loop", "xdpx.train.snapshot", *[m for r in registries for m in r._modules]]
 
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import torch
 
 from xdpx.optim.bmuf import BlockSync
-from xdpx.train import distributed
+from xdpx.runtime import distributed
 
 UPDATES, INTERVAL, WORLD = 10, 3, 2
 

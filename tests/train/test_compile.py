@@ -17,7 +17,7 @@ import torch
 
 from tests.train.train_helpers import BASE
 from xdpx.cli import run_chain
-from xdpx.train.compiling import why_not_compilable
+from xdpx.runtime.compiling import why_not_compilable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,7 +106,7 @@ def test_compiled_training_matches_eager_resumes_exactly_and_evaluates(tmp_path,
 def test_without_a_compiler_compile_warns_once_and_runs_eagerly(monkeypatch):
     from torch._inductor import config
 
-    from xdpx.train import compiling
+    from xdpx.runtime import compiling
 
     monkeypatch.setattr(config.cpp, "cxx", ("/nonexistent/c++",))
     monkeypatch.setattr(compiling, "_warned", set())

@@ -94,7 +94,7 @@ def test_several_valid_sets_per_epoch_evaluation_and_keep_last(reference, review
 
     from xdpx.data.dataset import open_split
     from xdpx.export.loading import load_run
-    from xdpx.inference.scoring import evaluate
+    from xdpx.runtime.scoring import evaluate
 
     # the run names this test's user_dir (callback_components): loading it needs consent
     loaded = load_run(str(reference), str(reference / "checkpoint-45.pt"), trust_user_dir=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from xdpx.runtime.precision import DynamicLossScaler
 from xdpx.train.batching import TrainBatches, micro_batches, rank_share, update_groups
 from xdpx.train.policies import EarlyStopping, EvalSchedule, SavePolicy
-from xdpx.train.precision import DynamicLossScaler
 
 
 def test_eval_schedule_is_sparser_during_warmup():

@@ -51,7 +51,7 @@ def test_reference_run_with_twice_the_batch_is_drawn_at_twice_its_step(two_runs)
 def test_epoch_ends_are_marked_in_samples_and_shard_ends_follow_the_shuffled_order():
     run = Run("r", "r", {"data_size": {"train": 240, "dev": 60}, "train_subset": "train"}, [], [])
     assert run.epoch_boundaries(720) == [(240, True), (480, True), (720, True)]
-    from xdpx.train.batching import epoch_rng
+    from xdpx.runtime.seeding import epoch_rng
 
     shards = Run("s", "s", {"data_size": {"train0": 100, "train1": 50, "dev": 9}, "train_subset": "train*",
                             "lazy_load": True, "seed": 3}, [], [])

@@ -4,7 +4,7 @@
     x-eval eval.hjson --dry    # check the run, extra_config and every subset; load nothing
 
 The numbers come from the evaluation function x-train uses for valid.log.tsv
-(xdpx.inference.scoring.evaluate): the best checkpoint on the run's valid_subset gives exactly the
+(xdpx.runtime.scoring.evaluate): the best checkpoint on the run's valid_subset gives exactly the
 best row of valid.log.tsv.
 """
 
@@ -53,14 +53,14 @@ def subset_names(value: str | list[str]) -> list[str]:
 def locate(name: str, data_dir: str, key: str, where: str, run_args: Any = None) -> Any:
     """A split name (kept as a str) or the raw source ``name`` names (a table's columns picked by the
     ``fields`` of ``run_args``, the run's options); ConfigError when it is neither."""
-    from xdpx.inference.corpus import corpus_subset
     from xdpx.inference.sources import is_sql_url, open_raw, table_kind
-    from xdpx.train.checks import available_splits
+    from xdpx.runtime.corpus import corpus_subset
+    from xdpx.runtime.run_files import available_splits
 
     splits = available_splits(data_dir) if data_dir and io.isdir(data_dir) else []
     if name in splits:
         return name
-    corpus = corpus_subset(name, run_args, f"{where}: key '{key}'")  # a BEIR folder (xdpx/inference/corpus.py)
+    corpus = corpus_subset(name, run_args, f"{where}: key '{key}'")  # a BEIR folder (xdpx/runtime/corpus.py)
     if corpus is not None:
         return corpus
     if not is_sql_url(name) and io.isdir(name) and table_kind(name) is None:
@@ -109,7 +109,7 @@ def is_eval_table(path: str) -> bool:
 
 
 def save_rows(path: str, rows: list[dict[str, Any]], mode: str) -> None:
-    from xdpx.train.logs import format_value
+    from xdpx.runtime.run_files import format_value
 
     columns = list(dict.fromkeys(c for row in rows for c in row))  # a corpus row has metrics of its own
     header = "\t".join(columns)
@@ -162,11 +162,11 @@ class EvalCommand(Command):
 
 
 def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]]) -> list[dict[str, Any]]:
-    from xdpx.inference.corpus import CorpusSubset, evaluate_corpus
     from xdpx.inference.loading import load_model
-    from xdpx.inference.scoring import evaluate
-    from xdpx.train import distributed
-    from xdpx.train.logs import format_value
+    from xdpx.runtime import distributed
+    from xdpx.runtime.corpus import CorpusSubset, evaluate_corpus
+    from xdpx.runtime.run_files import format_value
+    from xdpx.runtime.scoring import evaluate
 
     context = distributed.current()  # under torchrun each process scores its share of the batches
     loaded = load_model(args, run_args)

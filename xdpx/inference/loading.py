@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdpx import io
+from xdpx.command import COMMON_OPTIONS, get_command
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args
 from xdpx.errors import UserError
@@ -28,12 +29,9 @@ from xdpx.models.choice import model_label
 
 
 def training_root() -> list[Any]:
-    """The options x-train resolves against: what a run's args.py or a training config holds."""
-    from xdpx.command import COMMON_OPTIONS
-    from xdpx.data.meta import META_OPTIONS
-    from xdpx.train.options import TRAIN_OPTIONS, registry_options
-
-    return list(COMMON_OPTIONS) + list(TRAIN_OPTIONS) + registry_options() + list(META_OPTIONS)
+    """The options x-train resolves against: what a run's args.py or a training config holds (x-train's
+    own declaration, found through the command registry)."""
+    return list(COMMON_OPTIONS) + get_command("x-train").options()
 
 
 def run_options(args: Args) -> Args:
@@ -115,7 +113,7 @@ class LoadedModel:
         return is_regression(self.run_args)
 
     def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
-        from xdpx.train.batching import batch_to_device
+        from xdpx.runtime.devices import batch_to_device
 
         return batch_to_device(batch, self.device)
 
@@ -155,7 +153,7 @@ def check_checkpoint(args: Args) -> None:
 def choose_checkpoint(args: Args, run_args: Args) -> tuple[str | None, bool]:
     """(weights to load or None, whether they are the run's own so every key must match)."""
     from xdpx.models.checkpoints import BEST, LAST, CheckpointError, resolve_checkpoint
-    from xdpx.train.checks import STATE_FILE
+    from xdpx.runtime.run_files import STATE_FILE
 
     try:
         if args.checkpoint is not None:
@@ -217,8 +215,8 @@ def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> Lo
 
     import torch
 
-    from xdpx.train.precision import autocast
-    from xdpx.train.state import seed_everything
+    from xdpx.runtime.precision import autocast
+    from xdpx.runtime.seeding import seed_everything
 
     run_args = run_args if run_args is not None else run_options(args)
     if args.cuda and not torch.cuda.is_available():
@@ -255,7 +253,7 @@ def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> Lo
         add_lora(model, run_args, say=lambda _message: None)
     model = model.to(device).eval()
     if args.compile:
-        from xdpx.train.compiling import compile_module
+        from xdpx.runtime.compiling import compile_module
 
         compile_module(model, say)
     from xdpx.data.composition import build_processor

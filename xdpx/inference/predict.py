@@ -156,8 +156,8 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
     from xdpx.inference.encoding import encode_source
     from xdpx.inference.loading import load_model
     from xdpx.inference.outputs import origin_names, prediction_format
-    from xdpx.inference.scoring import predict_logits
-    from xdpx.train import distributed
+    from xdpx.runtime import distributed
+    from xdpx.runtime.scoring import predict_logits
 
     context = distributed.current()  # under torchrun each process predicts its share; rank 0 writes
     loaded = load_model(args, run_args)

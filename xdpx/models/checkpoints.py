@@ -1,7 +1,7 @@
 """Weights files of a run directory (checkpoints, full training states) and the ``<best>`` / ``<last>`` aliases.
 
 - ``checkpoint-<step>.pt``: the model's weights only (a state_dict; ``torch.load(weights_only=True)``).
-- ``state.pt``: the full training state of the latest save (see xdpx/train/state.py); with
+- ``state.pt``: the full training state of the latest save (see xdpx/train/saving.py); with
   ``save_full_checkpoint`` also ``state-<step>.pt`` beside each checkpoint.
 - ``checkpoints.json``: ``{"best": "checkpoint-300.pt", "last": "checkpoint-400.pt", ...}``, rewritten
   (atomically) only after the checkpoint it names is complete, so an alias never points at a file

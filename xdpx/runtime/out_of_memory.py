@@ -1,8 +1,9 @@
-"""auto_ga: an out-of-memory error halves the batch and the work is done again from the same data.
+"""Out-of-memory errors, told apart from the others: auto_ga's trigger in training and in evaluation.
 
-The training update (xdpx/train/loop.py) halves ``batch_size`` and doubles the update's micro-batches;
+With auto_ga an out-of-memory error halves the batch and the work is done again from the same data. The
+training update (xdpx/train/loop.py) halves ``batch_size`` and doubles the update's micro-batches;
 the evaluation (xdpx/train/evaluation.py) halves ``valid_batch_size``. With several processes the error
-reaches every rank first (the loop's sums over ranks, xdpx/inference/scoring.py's gather), so that all of
+reaches every rank first (the loop's sums over ranks, xdpx/runtime/scoring.py's gather), so that all of
 them halve and start again together.
 """
 

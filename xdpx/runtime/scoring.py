@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from xdpx.runtime import distributed
+from xdpx.runtime.out_of_memory import is_out_of_memory
 from xdpx.utils.step_progress import StepProgress
 
 
@@ -34,7 +36,7 @@ def evaluate(task: Any, model: torch.nn.Module, processor: Any, data: Any, batch
 
     Sets ``model.eval()``; the caller restores training mode if it needs it. ``max_steps`` stops after
     that many batches (of the length-sorted order, so the shortest samples). With a distributed
-    ``context`` (xdpx.train.distributed.Context) each rank scores every world_size-th batch of the same
+    ``context`` (xdpx.runtime.distributed.Context) each rank scores every world_size-th batch of the same
     batches one process would make (no sample twice, no padding), the outputs are gathered in batch
     order and every rank returns the one-process numbers. ``progress`` names the step for a progress bar
     or line on rank 0 (xdpx.utils.step_progress; x-eval passes one, x-train's evaluations do not).
@@ -76,9 +78,6 @@ def gather_shares(score_share: Callable[[], list[tuple]], context: Any) -> list[
     """
     if context is None or not context.distributed:
         return score_share()
-    from xdpx.train import distributed
-    from xdpx.train.loop import is_out_of_memory
-
     try:
         mine: Any = score_share()
     except Exception as error:

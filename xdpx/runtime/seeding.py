@@ -21,6 +21,11 @@ def derived_seed(*parts: int) -> int:
                .dot(np.array([1 << 31, 1], dtype=np.uint64)))
 
 
+def epoch_rng(seed: int, epoch: int, salt: int = 0) -> np.random.Generator:
+    """The generator of one epoch's draws (the data order, xdpx/train/batching.py; x-viz replays it)."""
+    return np.random.default_rng([seed, epoch, salt])
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (1 << 32))

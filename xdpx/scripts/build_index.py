@@ -75,7 +75,7 @@ def load_bi_encoder(save_dir: str, checkpoint: str, batch_size: int | None) -> t
 
 def embed_texts(predictor: object, texts: list[str], tool: str = "build_index") -> object:
     """``[N, D]`` float32 embeddings, each text encoded on its own (x-serve /embed's processing)."""
-    from xdpx.inference.corpus import embed
+    from xdpx.runtime.corpus import embed
 
     return embed(predictor.loaded, texts, progress=f"x-script {tool}")  # type: ignore[attr-defined]
 

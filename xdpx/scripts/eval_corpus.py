@@ -40,7 +40,7 @@ def parse_ks(raw: str) -> list[int]:
 @script("eval_corpus")
 def main(argv: list[str]) -> int:
     """Score a bi-encoder run on a BEIR-format corpus: NDCG, MAP, MRR, recall and precision at k."""
-    from xdpx.inference.corpus import evaluate_corpus  # numpy and the metrics: loaded when the tool runs
+    from xdpx.runtime.corpus import evaluate_corpus  # numpy and the metrics: loaded when the tool runs
 
     positional, flags = split_flags(argv, {"split": "test", "k": "1,10,100", "checkpoint": "<best>",
                                            "batch_size": None, "out": None}, USAGE)

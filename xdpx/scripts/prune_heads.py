@@ -47,7 +47,7 @@ def head_importance(task: Any, model: Any, processor: Any, data: Any, batch_size
     """Per layer, per current head: mean |d loss / d gate| over ``data``, normalised per layer (L2)."""
     import torch
 
-    from xdpx.inference.scoring import length_order
+    from xdpx.runtime.scoring import length_order
 
     layers = attention_layers(model)
     gates = [torch.ones(a.self.heads, requires_grad=True) for a in layers]
@@ -143,8 +143,8 @@ def main(argv: list[str]) -> int:
         raise ConfigError(problems)
     from xdpx.data.dataset import open_split
     from xdpx.export.loading import load_run
-    from xdpx.inference.scoring import evaluate
-    from xdpx.train.logs import format_value
+    from xdpx.runtime.run_files import format_value
+    from xdpx.runtime.scoring import evaluate
 
     loaded = load_run(save_dir, checkpoint)
     model, task, args = loaded.model, loaded.task, loaded.args

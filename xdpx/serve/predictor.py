@@ -95,7 +95,7 @@ class Predictor:
         return [next(predictions) if r is None else r for r in results]
 
     def predict_samples(self, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        from xdpx.inference.scoring import predict_logits
+        from xdpx.runtime.scoring import predict_logits
 
         loaded = self.loaded
         with self.lock:  # one forward pass at a time: the model's threads already use the cores
@@ -134,7 +134,7 @@ def timed_logits(predictor: Predictor, samples: list[dict[str, Any]], model: Any
     autocast), and the fastest of ``repeats`` runs in seconds: what the start-up choices compare."""
     import time
 
-    from xdpx.inference.scoring import predict_logits
+    from xdpx.runtime.scoring import predict_logits
 
     loaded = predictor.loaded
     best, logits = float("inf"), None

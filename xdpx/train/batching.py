@@ -18,9 +18,7 @@ from typing import Any
 
 import numpy as np
 
-
-def epoch_rng(seed: int, epoch: int, salt: int = 0) -> np.random.Generator:
-    return np.random.default_rng([seed, epoch, salt])
+from xdpx.runtime.seeding import epoch_rng
 
 
 def update_groups(sizes: np.ndarray, update_size: int, seed: int, epoch: int,
@@ -123,14 +121,3 @@ class TrainBatches:
                 yield dataset, group
             done += count
             del dataset  # one shard open at a time
-
-
-def batch_to_device(batch: dict[str, Any], device: Any) -> dict[str, Any]:
-    """A collated batch with its tensors (net_input and target) on ``device``; unchanged on the CPU."""
-    if device.type == "cpu":
-        return batch
-    batch = dict(batch)
-    batch["net_input"] = {k: v.to(device, non_blocking=True) for k, v in batch["net_input"].items()}
-    if batch.get("target") is not None:
-        batch["target"] = batch["target"].to(device, non_blocking=True)
-    return batch

@@ -5,40 +5,13 @@ Each problem is one line naming the key and the fix; they are reported together 
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from typing import Any
 
 from xdpx import io
 from xdpx.io import writer_lock
+from xdpx.runtime.run_files import STATE_FILE, available_splits, match_subsets, subsets
 from xdpx.tasks.teacher_checks import teacher_problems
-
-STATE_FILE = "state.pt"
-
-
-def subsets(value: str | list[str] | None) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
-
-
-def available_splits(data_dir: str) -> list[str]:
-    """Split names present in data_dir (every split has at least one ``.idx`` token field)."""
-    if not io.isdir(data_dir):
-        return []
-    return sorted({name.split(".")[0] for name in io.listdir(data_dir) if name.endswith(".idx")})
-
-
-def match_subsets(patterns: str | list[str] | None, splits: list[str]) -> tuple[list[str], list[str]]:
-    """(matched split names in pattern order without repeats, patterns that matched nothing)."""
-    matched: list[str] = []
-    unmatched: list[str] = []
-    for pattern in subsets(patterns):
-        hits = sorted(s for s in splits if fnmatch.fnmatchcase(s, pattern))
-        if not hits:
-            unmatched.append(pattern)
-        matched.extend(h for h in hits if h not in matched)
-    return matched, unmatched
 
 
 def without_valid(args: Any, train_splits: list[str]) -> tuple[list[str], list[str]]:

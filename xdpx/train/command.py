@@ -51,6 +51,12 @@ class TrainCommand(Command):
                           "run x-prepro with this data_dir first, or fix data_dir; inherit its data facts with "
                           "__parent__: ${data_dir}/meta")))
 
+    def preflight(self, args: Args) -> tuple[list[str], list[str]]:
+        """x-train's checks of data_dir, save_dir, the batch and the teacher (xdpx/train/checks.py)."""
+        from xdpx.train.checks import preflight
+
+        return preflight(args)
+
     def running(self, dry: bool) -> contextlib.AbstractContextManager[Any]:
         """SIGUSR1 / SIGTERM noted from before the config is read (its imports and checks take seconds):
         a signal at any point of x-train stops it with exit code 3 (xdpx/train/preemption.py)."""

@@ -1,6 +1,6 @@
 """Evaluation during training, and what follows from it.
 
-Each valid split is scored by the one evaluation function that x-eval uses too (xdpx/inference/scoring.py),
+Each valid split is scored by the one evaluation function that x-eval uses too (xdpx/runtime/scoring.py),
 so both give the same numbers for a checkpoint. The first split decides (major_metric, the best checkpoint,
 early stopping); the others are logged beside it as ``<split>.<name>`` columns. After the scores come the
 valid.log.tsv row, x-tune's pruner, the callbacks, the checkpoint the save policy asks for, state.pt and
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from xdpx.logger import VALID
 from xdpx.logger import log as summaries
 from xdpx.logger import mode as summary_mode
-from xdpx.train.auto_ga import is_out_of_memory
+from xdpx.runtime.out_of_memory import is_out_of_memory
 from xdpx.train.drawing import draw
 from xdpx.train.ema import evaluated_weights
 from xdpx.train.fsdp import is_sharded
@@ -59,7 +59,7 @@ def evaluate_with_auto_ga(trainer: Trainer, data: Any) -> dict[str, float]:
 def score_split(trainer: Trainer, data: Any, batch_size: int) -> dict[str, float]:
     """Loss and metrics of the trainer's model on ``data``; the model is back in training mode after."""
     # The one evaluation function, shared with x-eval: both give the same numbers for a checkpoint.
-    from xdpx.inference.scoring import evaluate as score_data
+    from xdpx.runtime.scoring import evaluate as score_data
 
     t = trainer
     # a sharded model (fsdp) gathers its weights in each forward, so every process must run the same

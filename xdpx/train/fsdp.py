@@ -76,7 +76,7 @@ def shard_report(module: torch.nn.Module, optimizer: Any) -> dict[str, int]:
 def describe_shares(module: torch.nn.Module, optimizer: Any, context: Any) -> str:
     """What each process holds of the parameters and the optimizer state, against an unsharded copy (a
     collective: every process calls it)."""
-    from xdpx.train.distributed import all_gather_objects
+    from xdpx.runtime.distributed import all_gather_objects
 
     mine = shard_report(module, optimizer)
     reports = all_gather_objects(mine, context)

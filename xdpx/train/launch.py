@@ -79,7 +79,7 @@ def saved_after_signal(save_dir: str, since: float) -> str | None:
     stopped, 'finished' by a run that finished (the signal came at its end), else None."""
     from xdpx import io
     from xdpx.models.checkpoints import load_torch
-    from xdpx.train.checks import STATE_FILE
+    from xdpx.runtime.run_files import STATE_FILE
 
     path = io.join(save_dir, STATE_FILE)
     if io.is_remote(path) or not io.exists(path) or os.path.getmtime(path) < since:

@@ -1,6 +1,6 @@
 """Mixed-precision options of the original manual that old configs still carry.
 
-XDPX trains fp16 with torch autocast and its own dynamic loss scaler (xdpx/train/precision.py), which is
+XDPX trains fp16 with torch autocast and its own dynamic loss scaler (xdpx/runtime/precision.py), which is
 what the original XDPX's `fp16_backend: fairseq` did; apex is not used. These keys are accepted so that old
 configs run unchanged, and x-train prints what each given value maps to.
 """

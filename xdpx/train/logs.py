@@ -15,12 +15,7 @@ from typing import Any
 from xdpx import io
 from xdpx.errors import UserError
 from xdpx.io.credentials import redact
-
-
-def format_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return "" if value is None else str(value)
+from xdpx.runtime.run_files import format_value
 
 
 class TextLog:

@@ -27,9 +27,12 @@ from xdpx.logger import TRAIN
 from xdpx.logger import log as summaries
 from xdpx.logger import mode as summary_mode
 from xdpx.models.choice import model_label
-from xdpx.train import distributed
-from xdpx.train.auto_ga import is_out_of_memory
-from xdpx.train.batching import batch_to_device, micro_batches, rank_share
+from xdpx.runtime import distributed
+from xdpx.runtime.devices import batch_to_device
+from xdpx.runtime.out_of_memory import is_out_of_memory
+from xdpx.runtime.precision import normalise_and_clip, optimizer_step
+from xdpx.runtime.seeding import derived_seed, seed_step
+from xdpx.train.batching import micro_batches, rank_share
 from xdpx.train.callbacks import Callbacks, RunInfo
 from xdpx.train.drawing import normalised_gradient_stats
 from xdpx.train.ema import weight_average
@@ -37,7 +40,6 @@ from xdpx.train.evaluation import evaluate, evaluate_and_save
 from xdpx.train.fsdp import describe_shares, is_sharded
 from xdpx.train.logs import Meter, Progress, TsvLog, summary_columns
 from xdpx.train.non_finite import skip_non_finite
-from xdpx.train.precision import normalise_and_clip, optimizer_step
 from xdpx.train.preemption import Preempted, handlers_restored_on_error, run_watch, signal_note
 from xdpx.train.run_dir import continue_command, note_preemption, outage_message, write_run_files
 from xdpx.train.saving import restore, save_checkpoint, save_state
@@ -51,7 +53,6 @@ from xdpx.train.setup import (
     seed_run,
     wrap_model,
 )
-from xdpx.train.state import derived_seed, seed_step
 from xdpx.tune.reporter import trial_reporter_from_env
 
 

@@ -3,7 +3,7 @@
 Without fp16 the run stops with a UserError; the NaN detector (xdpx/debug/nan_detector.py) first re-runs
 the failing update's forward/backward with hooks on the same data and step seed to name the first module
 whose output was not finite. With fp16 an overflow lowers the loss scale and skips the update, until the
-scale falls under min_loss_scale (xdpx/train/precision.py).
+scale falls under min_loss_scale (xdpx/runtime/precision.py).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from xdpx.errors import UserError
-from xdpx.train.precision import LossScaleError, overflowing_parameters
+from xdpx.runtime.precision import LossScaleError, overflowing_parameters
+from xdpx.runtime.seeding import seed_step
 from xdpx.train.run_dir import resume_hint
-from xdpx.train.state import seed_step
 
 if TYPE_CHECKING:
     from xdpx.train.loop import Trainer

@@ -22,7 +22,8 @@ from xdpx.config.loader import STDIN_NAME
 from xdpx.errors import UserError
 from xdpx.io import writer_lock
 from xdpx.io.ownership import RUN_MARKER, is_run_dir, is_run_file
-from xdpx.train.checks import STATE_FILE, refusal_start
+from xdpx.runtime.run_files import STATE_FILE
+from xdpx.train.checks import refusal_start
 
 # What a run directory is, and which of its files are x-train's (RUN_MARKER, is_run_dir, is_run_file), is
 # decided once for every command in xdpx.io.ownership: x-pred, x-prepro ... must not replace them either.

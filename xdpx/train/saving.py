@@ -18,11 +18,11 @@ from xdpx.errors import UserError
 from xdpx.logger import log as summaries
 from xdpx.losses.base import loss_state, restore_loss_state
 from xdpx.models.checkpoints import checkpoint_name, full_state_name, save_torch, upgraded, write_index
-from xdpx.train.checks import STATE_FILE
+from xdpx.runtime.run_files import STATE_FILE
+from xdpx.runtime.seeding import rng_state, set_rng_state
 from xdpx.train.ema import saved_weights
 from xdpx.train.fsdp import full_model_state, full_optimizer_state, is_sharded, load_full_state
 from xdpx.train.run_dir import check_resumable, write_run_files
-from xdpx.train.state import rng_state, set_rng_state
 
 if TYPE_CHECKING:
     from xdpx.train.loop import Trainer

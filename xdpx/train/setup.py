@@ -16,6 +16,9 @@ from xdpx import io
 from xdpx.data.composition import build_processor
 from xdpx.errors import UserError
 from xdpx.models.checkpoints import load_torch, load_weights_into, resolve_checkpoint
+from xdpx.runtime.distributed import Context
+from xdpx.runtime.precision import DynamicLossScaler, autocast
+from xdpx.runtime.seeding import seed_everything
 from xdpx.train.batching import TrainBatches, updates_per_epoch
 from xdpx.train.checks import (
     STATE_FILE,
@@ -25,13 +28,10 @@ from xdpx.train.checks import (
     valid_in_training,
     without_valid,
 )
-from xdpx.train.distributed import Context
 from xdpx.train.logs import RunLog
 from xdpx.train.policies import EarlyStopping, EvalSchedule, LossLimit, SavePolicy
-from xdpx.train.precision import DynamicLossScaler, autocast
 from xdpx.train.run_dir import shared_run_dir
 from xdpx.train.shards import ShardWaiter, planned_shards, ready_splits
-from xdpx.train.state import seed_everything
 from xdpx.utils.cpu_memory import keep_freed_memory
 
 
@@ -89,7 +89,7 @@ def build_components(args: Any, device: torch.device, say: Any, load_pretrained:
     if device.type == "cpu":  # reuse the large blocks every update frees (xdpx/utils/cpu_memory.py)
         keep_freed_memory()
     if a.compile:  # in place: the state_dict keys stay the model's own
-        from xdpx.train.compiling import compile_module
+        from xdpx.runtime.compiling import compile_module
 
         compile_module(module, say)
     if a.fsdp:  # before the optimizer: FSDP2 replaces the parameters by their shards (xdpx/train/fsdp.py)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xdpx.errors import UserError
-from xdpx.train.checks import subsets
+from xdpx.runtime.run_files import subsets
 
 
 def ready_splits(data_dir: str) -> list[str]:

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdpx import io
+from xdpx.command import COMMON_OPTIONS, get_command
 from xdpx.config.errors import ConfigError
 from xdpx.config.loader import Config, find_config_file, load_config
-from xdpx.config.options import Args
+from xdpx.config.options import Args, resolve
 from xdpx.io.credentials import redact
+from xdpx.runtime.run_files import match_subsets
 from xdpx.tune.space import Param, load_space
 
 TRIALS_PREFIX = "trial_"
@@ -78,9 +80,6 @@ def config_dir_of(args: Args, key: str) -> str | None:
 
 
 def resolve_train(base: Config, changes: dict[str, Any], change_sources: dict[str, str]) -> Args:
-    from xdpx.command import COMMON_OPTIONS, get_command
-    from xdpx.config.options import resolve
-
     command = get_command("x-train")
     config = Config({**base.values, **changes}, {**base.sources, **change_sources}, base.file)
     config = command.prepare(config)
@@ -119,8 +118,6 @@ def total_updates(base_args: Args, update_size: int) -> int:
     if base_args.max_update:
         limits.append(base_args.max_update)
     if base_args.max_epoch:
-        from xdpx.train.checks import match_subsets
-
         sizes = base_args.get("data_size") or {}
         splits, _ = match_subsets(base_args.train_subset, list(sizes))
         if splits:
@@ -131,8 +128,6 @@ def total_updates(base_args: Args, update_size: int) -> int:
 
 def build_plan(args: Args) -> TunePlan:
     """Read and check space, base config and their combination; nothing is written."""
-    from xdpx.train.checks import preflight
-
     space_path = find_config_file(args.space_config, config_dir_of(args, "space_config"))
     params = load_space(space_path)
     base = load_base(args)
@@ -142,7 +137,7 @@ def build_plan(args: Args) -> TunePlan:
     except ConfigError as e:
         raise ConfigError([f"base_config: {p}" for p in e.problems]) from None
     problems = check_space(params, base, placeholder)
-    train_problems, _ = preflight(base_args)
+    train_problems, _ = get_command("x-train").preflight(base_args)
     problems += [f"base_config: {p}" for p in train_problems if "key 'save_dir'" not in p]
     if base_args.valid_subset is None:
         problems.append(f"{base.sources.get('valid_subset', base.file)}: key 'valid_subset' is null: trials are "

@@ -142,7 +142,7 @@ class Run:
 
     def train_sizes(self) -> list[tuple[str, int]]:
         """(split, samples) of each training split in the order of epoch 1."""
-        from xdpx.train.checks import match_subsets
+        from xdpx.runtime.run_files import match_subsets
 
         sizes = self.args.get("data_size") or {}
         splits, _ = match_subsets(self.args.get("train_subset", "train"), sorted(sizes))
@@ -162,7 +162,7 @@ class Run:
             order = [n for _, n in sizes]
             if self.args.get("lazy_load") and len(sizes) > 1:
                 if epoch > 1 and self.args.get("seed") is not None:
-                    from xdpx.train.batching import epoch_rng
+                    from xdpx.runtime.seeding import epoch_rng
 
                     order = [order[i] for i in epoch_rng(int(self.args["seed"]), epoch, salt=1)
                              .permutation(len(order))]
