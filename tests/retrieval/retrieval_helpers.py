@@ -31,3 +31,21 @@ def prepro(root: Path, **overrides: object) -> Path:
 def train_config(root: Path, data_dir: Path, **overrides: object) -> Path:
     """root/train.json: RUN with ``overrides`` (``key=...`` drops a RUN key), saving to root/run."""
     return write_config(root / "train.json", data_dir, root / "run", base=RUN, **overrides)
+
+
+def dev_beir(folder: Path, qrels_extra: str = "") -> list[list[str]]:
+    """The committed dev pairs whose positive is unique as a BEIR folder: the positives are the corpus
+    (d<i>), the queries (q<i>) are judged 1 on their own positive; ``qrels_extra``: more qrels lines."""
+    from collections import Counter
+
+    rows = [line.split("\t") for line in (SAMPLE / "dev.tsv").read_text().splitlines()]
+    counts = Counter(r[1] for r in rows)
+    rows = [r for r in rows if counts[r[1]] == 1]
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": r[1]}) + "\n"
+                                                 for i, r in enumerate(rows)))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": r[0]}) + "\n"
+                                                  for i, r in enumerate(rows)))
+    (folder / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                           + "".join(f"q{i}\td{i}\t1\n" for i in range(len(rows))) + qrels_extra)
+    return rows

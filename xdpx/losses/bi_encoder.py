@@ -33,6 +33,7 @@ from xdpx.losses.base import Loss, step_logs
 from xdpx.losses.gather import gather_rows, world_size
 from xdpx.losses.grad_cache import cached_embeddings
 from xdpx.losses.matryoshka import MATRYOSHKA_OPTIONS, over_widths, widths
+from xdpx.metrics.ir import corpus_metric_names
 from xdpx.models.choice import head_name
 
 RECALL_AT = Option("recall_at", list[int], default=[1, 10], validate=at_least(1, min_items=1),
@@ -42,13 +43,15 @@ RECALL_AT = Option("recall_at", list[int], default=[1, 10], validate=at_least(1,
 
 def _major_metric_ok(args: Any) -> bool:
     names = {"mrr", "pearson", "spearman", *(f"recall_at_{k}" for k in args.get("recall_at") or [])}
+    names |= corpus_metric_names(args)  # eval_corpus: corpus.ndcg_at_10 ...
     return args.major_metric == "loss" or args.major_metric in names | {
         f"{name}@{dim}" for name in names for dim, _ in widths(args)}
 
 
 MAJOR_METRIC_RULE = Rule(_major_metric_ok, "major_metric is not reported with this loss; choose 'loss', mrr, "
                          "recall_at_<k> for a k of recall_at, or (with regression targets) pearson / spearman; "
-                         "with matryoshka_dims also <metric>@<width>", keys=("major_metric", "loss", "recall_at"))
+                         "with matryoshka_dims also <metric>@<width>; with eval_corpus corpus.<ndcg|map|mrr|recall|"
+                         "precision>_at_<k>", keys=("major_metric", "loss", "recall_at"))
 BI_ENCODER_RULE = Rule(lambda a: head_name(a) == "bi_encoder" or a.get("user_dir") is not None,
                        "this loss scores a bi-encoder's embeddings: use head: bi_encoder on any encoder (or the "
                        "models bi_encoder / bert_bi_encoder), with processor bi_encoder / bert_bi_encoder",

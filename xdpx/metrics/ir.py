@@ -21,10 +21,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 IR_METRICS = ("ndcg", "map", "mrr", "recall", "precision")
+CORPUS_PREFIX = "corpus."  # x-train's eval_corpus columns: corpus.ndcg_at_10 (its recall_at_10 is not the pool's)
+
+
+def corpus_metric_names(args: Any) -> set[str]:
+    """The valid.log.tsv columns x-train's ``eval_corpus`` adds (full width): the names major_metric may take."""
+    if not args.get("eval_corpus"):
+        return set()
+    return {f"{CORPUS_PREFIX}{m}_at_{k}" for m in IR_METRICS for k in args.get("recall_at") or [1, 10]}
 
 
 def tie_order(doc_ids: Sequence[str]) -> np.ndarray:

@@ -12,6 +12,7 @@ from xdpx import io
 from xdpx.io import writer_lock
 from xdpx.runtime.run_files import STATE_FILE, available_splits, match_subsets, subsets
 from xdpx.tasks.teacher_checks import teacher_problems
+from xdpx.train.corpus_metrics import corpus_problems
 
 
 def without_valid(args: Any, train_splits: list[str]) -> tuple[list[str], list[str]]:
@@ -126,6 +127,7 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
     for pattern in unmatched:
         problems.append(f"{args.source('train_subset')}: key 'train_subset': {pattern!r} matches no split "
                         f"in {data_dir} (available: {', '.join(splits) or 'none'})")
+    problems += corpus_problems(args)  # eval_corpus: a bad BEIR file is one line, before anything is written
     valid = subsets(args.valid_subset)
     for name in valid:
         if name not in splits:

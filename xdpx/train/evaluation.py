@@ -15,6 +15,7 @@ from xdpx.logger import VALID
 from xdpx.logger import log as summaries
 from xdpx.logger import mode as summary_mode
 from xdpx.runtime.out_of_memory import is_out_of_memory
+from xdpx.train.corpus_metrics import corpus_columns
 from xdpx.train.drawing import draw
 from xdpx.train.ema import evaluated_weights
 from xdpx.train.fsdp import is_sharded
@@ -38,6 +39,9 @@ def evaluate(trainer: Trainer) -> dict[str, float]:
                     "best_step"]
         values.update(summary_columns(summaries.end_evaluation(), reserved))
         metrics.update({(f"{name}." if i else "") + key: value for key, value in values.items()})
+    if getattr(trainer, "eval_corpus", None) is not None:  # eval_corpus: corpus.<metric> columns
+        with evaluated_weights(trainer):
+            metrics.update(corpus_columns(trainer, trainer.eval_corpus))
     return metrics
 
 

@@ -34,6 +34,7 @@ from xdpx.runtime.precision import normalise_and_clip, optimizer_step
 from xdpx.runtime.seeding import derived_seed, seed_step
 from xdpx.train.batching import micro_batches, rank_share
 from xdpx.train.callbacks import Callbacks, RunInfo
+from xdpx.train.corpus_metrics import read_eval_corpus
 from xdpx.train.drawing import normalised_gradient_stats
 from xdpx.train.ema import weight_average
 from xdpx.train.evaluation import evaluate, evaluate_and_save
@@ -91,6 +92,7 @@ class Trainer:
         self.valid_batch_size = a.valid_batch_size
         self.batches, self.valid_sets, self.total_updates = open_data(a, self.data_seed, self.update_size,
                                                                       self.log.info)
+        self.eval_corpus = read_eval_corpus(a)  # eval_corpus: its BEIR set, scored at each evaluation (or None)
         self.scheduler = build_scheduler(a, self.total_updates, self.log.info)
 
         # policies and logs

@@ -143,6 +143,11 @@ TRAIN_OPTIONS: list[Any] = [
            doc="the split(s) to evaluate on (null: no evaluation). With a list, major_metric, the best "
                "checkpoint and early stopping follow the first; valid.log.tsv has the first split's metrics "
                "as they are and each other split's as <split>.<metric> columns (e.g. test.accuracy)"),
+    Option("eval_corpus", str, default=None, path="input",
+           doc="bi-encoders: a BEIR-format folder (corpus.jsonl, queries.jsonl, qrels/test.tsv; or name "
+               "<folder>/qrels/<split>.tsv) whose NDCG, MAP, MRR, recall and precision at each k of recall_at "
+               "every evaluation logs as corpus.<metric>_at_<k> columns (major_metric: corpus.ndcg_at_10 may "
+               "use them); the same values x-eval reports with the folder as valid_subset. null: none"),
     # plots and debugging aids (docs/viz.md)
     Option("viz", bool, default=True,
            doc="draw the x-viz figures of the run into save_dir/plots during training (main process): after "
