@@ -1,5 +1,5 @@
 """The x-serve routes as a Starlette app: POST /predict, POST /embed (bi-encoder runs), GET /health, /ready,
-/metrics, /openapi.json, /docs.
+/metrics, /openapi.json, /docs, and GET / (a page to try the model) with GET /info (the run it serves).
 
 Starlette rather than FastAPI: the body of /predict must be read under a size limit and parsed with
 limits on depth and number length *before* anything validates it, which FastAPI's declared bodies
@@ -28,6 +28,7 @@ from xdpx.serve.embedding import embed_inputs, serves_embeddings
 from xdpx.serve.limits import Limits, RequestError, parse_inputs, read_body
 from xdpx.serve.metrics import CLIENT_CLOSED, Metrics, MetricsMiddleware
 from xdpx.serve.openapi import docs_page, openapi_document
+from xdpx.serve.page import page_response, run_info
 from xdpx.serve.predictor import BadInput
 
 
@@ -115,9 +116,20 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
     async def docs(request: Request) -> Response:
         return HTMLResponse(page)
 
+    def info_of(request: Request) -> dict[str, Any]:
+        served = {route.path for route in request.app.routes} - (set() if state.embedder else {"/embed"})
+        return run_info(predictor, sorted(served))
+
+    async def try_page(request: Request) -> Response:  # GET /: a page to try the model (xdpx/serve/page.py)
+        html, headers = page_response(info_of(request))
+        return HTMLResponse(html, headers=headers)
+
+    async def info(request: Request) -> Response:
+        return JSON(info_of(request))
+
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(404, f"no such path {request.url.path!r}: use POST /predict (/embed), GET /health, /ready, "
-                          "/metrics, /openapi.json or /docs")
+                          "/metrics, /openapi.json, /docs, /info or / (a page to try the model)")
 
     async def wrong_method(request: Request, exc: Exception) -> Response:
         return error(405, f"{request.method} {request.url.path} is not served (see GET /openapi.json)")
@@ -135,7 +147,7 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
     app = Starlette(routes=[Route("/predict", predict, methods=["POST"]), Route("/embed", embed, methods=["POST"]),
                             Route("/health", health),
                             Route("/ready", ready), Route("/metrics", metrics), Route("/openapi.json", openapi),
-                            Route("/docs", docs)],
+                            Route("/docs", docs), Route("/", try_page), Route("/info", info)],
                     exception_handlers={404: not_found, 405: wrong_method}, lifespan=lifespan)
     wrapped = MetricsMiddleware(app, state.metrics)
     wrapped.state = state  # the runner reports state.answered when the server stops
@@ -152,6 +164,7 @@ def app_from_environment() -> Any:
     executor = model_thread()
     predictor = run_in(executor, load_for_serving, settings["save_dir"], settings["checkpoint"],
                        settings["batch_size"], settings["cpu"], settings["threads"], settings.get("max_tokens"),
-                       settings.get("bf16", False), settings.get("trust_user_dir", False))
+                       settings.get("bf16", False), settings.get("trust_user_dir", False),
+                       settings.get("raw_probs", False))
     return create_app(predictor, Limits(**settings["limits"]), settings["batch_size"], settings["max_wait"],
                       settings["max_queue"], executor)
