@@ -28,7 +28,7 @@ def plot_gradients(stats: GradientStats, step: int, path: str, note: str = "") -
     """A horizontal bar per parameter: max |grad| (light) behind mean |grad| (dark), log scale."""
     from matplotlib.figure import Figure
 
-    from xdpx.viz.plots import save_figure
+    from xdpx.viz import save_figure
 
     rows = len(stats)
     figure = Figure(figsize=(10, 1.6 + 0.28 * max(rows, 1)), dpi=100, layout="constrained")

@@ -4,3 +4,22 @@ Each export loads a run directory (loading.py), writes the model in another form
 vocabulary and labels (companions.py), then checks the exported model against the eager PyTorch model
 on real samples of the run's data (parity.py). Nothing here is imported by ``import xdpx``.
 """
+
+from importlib import import_module
+from typing import Any
+
+# What other workflows may import from the exports (``from xdpx.export import check_parity``): name -> its module here.
+# A name is loaded on first use, so importing one module of this package loads no other one
+# (docs/architecture.md, "Rooms"; tests/test_layers.py checks that no workflow reaches past this list).
+PUBLIC = {
+    "ParityError": "parity",
+    "check_parity": "parity",
+    "parity_batches": "parity",
+    "real_samples": "parity",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{PUBLIC[name]}"), name)

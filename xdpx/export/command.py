@@ -17,7 +17,7 @@ from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
 from xdpx.export.companions import EXPORT_INFO
-from xdpx.inference.options import TRUST_USER_DIR
+from xdpx.inference import TRUST_USER_DIR
 from xdpx.io.ownership import Output
 
 # export.json's "format" -> the export that writes it

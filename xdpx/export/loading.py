@@ -33,8 +33,7 @@ def load_run(save_dir: str, checkpoint: str = "<best>", trust_user_dir: bool = F
     from xdpx.command import COMMON_OPTIONS
     from xdpx.config.errors import ConfigError
     from xdpx.config.options import resolve
-    from xdpx.inference.loading import load_model
-    from xdpx.inference.options import LOAD_OPTIONS
+    from xdpx.inference import LOAD_OPTIONS, load_model
     from xdpx.models.checkpoints import BEST, LAST
 
     spec = io.join(save_dir, checkpoint) if checkpoint in (BEST, LAST) else checkpoint

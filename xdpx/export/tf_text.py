@@ -130,7 +130,7 @@ def check_text_savedmodel(serving: Any, run: Any, names: list[str], samples: lis
     import torch
 
     from xdpx.export.parity import ParityError
-    from xdpx.inference.outputs import probabilities
+    from xdpx.inference import probabilities
 
     records = checking_texts(run.processor, samples, fields)
     worst = 0.0

@@ -10,3 +10,24 @@
 
 Nothing here imports torch at module level except the modules that run models.
 """
+
+from importlib import import_module
+from typing import Any
+
+# What other workflows may import from inference (``from xdpx.inference import load_model``): name -> its module here.
+# A name is loaded on first use, so importing one module of this package loads no other one
+# (docs/architecture.md, "Rooms"; tests/test_layers.py checks that no workflow reaches past this list).
+PUBLIC = {
+    "LOAD_OPTIONS": "options",
+    "TRUST_USER_DIR": "options",
+    "load_model": "loading",
+    "run_options": "loading",
+    "prediction_format": "outputs",
+    "probabilities": "outputs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{PUBLIC[name]}"), name)

@@ -65,7 +65,7 @@ def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads:
     ``backend`` "onnxruntime" or "pytorch" pins the choice (after the same parity check); "auto" times both."""
     if backend not in ("auto", "onnxruntime", "pytorch"):
         raise ValueError(f"backend must be auto, onnxruntime or pytorch, not {backend!r}")
-    from xdpx.export.parity import ParityError, check_parity, parity_batches, real_samples
+    from xdpx.export import ParityError, check_parity, parity_batches, real_samples
     from xdpx.serve.predictor import load_predictor, timed_logits
 
     with open(os.path.join(export_dir, EXPORT_RECORD), encoding="utf-8") as f:

@@ -21,7 +21,7 @@ class Predictor:
     def __init__(self, loaded: Any, max_tokens: int | None = None) -> None:
         from xdpx.data import parsers
         from xdpx.data.composition import build_loader
-        from xdpx.inference.outputs import prediction_format
+        from xdpx.inference import prediction_format
 
         self.loaded = loaded
         run_args = loaded.run_args
@@ -116,8 +116,7 @@ def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int
         torch.set_num_threads(threads)
     from xdpx.command import COMMON_OPTIONS
     from xdpx.config.options import resolve
-    from xdpx.inference.loading import load_model
-    from xdpx.inference.options import LOAD_OPTIONS
+    from xdpx.inference import LOAD_OPTIONS, load_model
 
     config: dict[str, Any] = {"save_dir": save_dir, "checkpoint": checkpoint, "batch_size": batch_size,
                               "trust_user_dir": trust_user_dir}
@@ -153,7 +152,7 @@ def serve_in_bf16(predictor: Predictor, say: Any = print) -> None:
     much faster, is measured at start on real samples of the run's data and said."""
     import torch
 
-    from xdpx.export.parity import real_samples
+    from xdpx.export import real_samples
 
     loaded = predictor.loaded
     full, half = loaded.autocast, torch.autocast(device_type=loaded.device.type, dtype=torch.bfloat16)

@@ -54,7 +54,7 @@ from xdpx.train.setup import (
     seed_run,
     wrap_model,
 )
-from xdpx.tune.reporter import trial_reporter_from_env
+from xdpx.tune import trial_reporter_from_env
 
 
 def train(args: Any) -> None:

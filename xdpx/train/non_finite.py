@@ -36,7 +36,7 @@ def locate_non_finite(trainer: Trainer, chunks: list[np.ndarray], dataset: Any,
                       loss_scale: float = 1.0) -> str:
     """Re-run the failing update's forward/backward with the NaN detector's hooks (same data, same
     step seed) and say where NaN/Inf first appeared; the weights are not changed."""
-    from xdpx.debug.nan_detector import NanDetector
+    from xdpx.debug import NanDetector
 
     trainer.optimizer.zero_grad(set_to_none=True)
     seed_step(trainer.seed, trainer.num_updates)

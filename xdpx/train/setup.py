@@ -166,7 +166,7 @@ def open_tensorboard(args: Any, context: Context, save_dir: str, purge_step: int
     """The TensorBoard mirror of the logs (``tensorboard``, main process only), else None."""
     if not (args.tensorboard and context.is_main):
         return None
-    from xdpx.viz.tensorboard import TensorBoardMirror
+    from xdpx.viz import TensorBoardMirror
 
     return TensorBoardMirror(save_dir, purge_step=purge_step)
 

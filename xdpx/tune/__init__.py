@@ -6,3 +6,19 @@ reporter.py (the trainer's side: report each evaluation, stop when pruned), resu
 overview.png, best_config.hjson), command.py (the command). Nothing here imports optuna or torch at
 module level.
 """
+
+from importlib import import_module
+from typing import Any
+
+# What other workflows may import from x-tune (``from xdpx.tune import trial_reporter_from_env``): name -> its module here.
+# A name is loaded on first use, so importing one module of this package loads no other one
+# (docs/architecture.md, "Rooms"; tests/test_layers.py checks that no workflow reaches past this list).
+PUBLIC = {
+    "trial_reporter_from_env": "reporter",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{PUBLIC[name]}"), name)

@@ -105,8 +105,7 @@ def plot_overview(plan: TunePlan, trials: list[Any], best: Any, path: str) -> No
     """Every trial's dev metric against samples seen; pruned trials end early (x), the best is marked."""
     from matplotlib.figure import Figure
 
-    from xdpx.viz.plots import save_figure
-    from xdpx.viz.runs import read_tsv
+    from xdpx.viz import read_tsv, save_figure
 
     metric = plan.base_args.major_metric
     figure = Figure(figsize=(10, 6), dpi=100)
