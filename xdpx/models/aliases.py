@@ -41,8 +41,9 @@ from xdpx.models.heads.tagging import CRF_OPTION
 from xdpx.models.layer_groups import LAYER_OPTIONS
 from xdpx.models.lora import LORA_OPTIONS
 from xdpx.models.modules.base import EMBEDDING_OPTIONS
+from xdpx.models.students import STUDENT_OPTIONS
 
-BERT = [*ARCHITECTURE_OPTIONS, *PRETRAINED_OPTIONS, *LAYER_OPTIONS, *LORA_OPTIONS]
+BERT = [*ARCHITECTURE_OPTIONS, *PRETRAINED_OPTIONS, *STUDENT_OPTIONS, *LAYER_OPTIONS, *LORA_OPTIONS]
 
 
 class Alias:

@@ -72,6 +72,8 @@ def _from_pretrained(name: str) -> Any:
     """A computed default: the pretrained model's value, else the bert-base default."""
 
     def default(args: Any) -> Any:
+        if name == "num_hidden_layers" and args.get("pretrained_layers"):  # a student of chosen layers
+            return len(args.pretrained_layers)
         return pretrained_config(args.get("pretrained_model")).get(name, ARCHITECTURE_DEFAULTS[name])
 
     return default

@@ -53,7 +53,11 @@ class EncoderHeadModel(Perturbable, nn.Module):
         """``pretrained_model``: the encoder family's own loader, else any checkpoint by key (not strict)."""
         from xdpx.models.checkpoints import load_weights_into, resolve_checkpoint
 
-        if not self.text_encoder.load_pretrained(self, path, log):
+        if self.text_encoder.args.get("pretrained_layers"):  # a shallower student of chosen layers
+            from xdpx.models.students import load_selected_layers
+
+            load_selected_layers(self, path, log)
+        elif not self.text_encoder.load_pretrained(self, path, log):
             load_weights_into(self, resolve_checkpoint(path), strict=False, say=log,
                               hint=" Check pretrained_model and the model options")
         self.tie_weights()

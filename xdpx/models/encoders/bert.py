@@ -22,6 +22,7 @@ from xdpx.models.lora import LORA_OPTIONS
 from xdpx.models.modules.dropout import Dropout
 from xdpx.models.parts import Encoder, Text, pooling_option
 from xdpx.models.st_folder import transformer_folder
+from xdpx.models.students import STUDENT_OPTIONS
 
 POOLINGS = ("pooler", "cls", "mean", "max", "last")
 
@@ -30,7 +31,7 @@ POOLINGS = ("pooler", "cls", "mean", "max", "last")
 class BertEncoder(Encoder):
     """Our BERT: embeddings -> N transformer layers -> (pooler)."""
 
-    options = [*ARCHITECTURE_OPTIONS, *PRETRAINED_OPTIONS, *LAYER_OPTIONS, *LORA_OPTIONS,
+    options = [*ARCHITECTURE_OPTIONS, *PRETRAINED_OPTIONS, *STUDENT_OPTIONS, *LAYER_OPTIONS, *LORA_OPTIONS,
                pooling_option(POOLINGS, "pooler")]
     poolings = POOLINGS
     layered = True

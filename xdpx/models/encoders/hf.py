@@ -28,6 +28,7 @@ from xdpx.models.lora import LORA_OPTIONS
 from xdpx.models.modules.dropout import Dropout
 from xdpx.models.parts import Encoder, Text, pooling_option
 from xdpx.models.st_folder import transformer_folder
+from xdpx.models.students import STUDENT_OPTIONS, with_depth
 from xdpx.utils.optional import require
 from xdpx.utils.step_progress import without_library_bars
 
@@ -78,7 +79,9 @@ def default_pooling(args: Any) -> str:
 
 
 HF_OPTIONS = [
-    Option("hf_config", dict[str, Any], default=lambda a: hf_config_of(transformer_folder(a.get("pretrained_model"))),
+    Option("hf_config", dict[str, Any],
+           default=lambda a: with_depth(hf_config_of(transformer_folder(a.get("pretrained_model"))),
+                                        a.get("pretrained_layers")),
            default_doc="the config.json of pretrained_model (of its Transformer module's folder for a "
                        "sentence-transformers folder; of the run its checkpoint belongs to)",
            doc="the transformers architecture (a config.json as a dict; model_type names it). Taken from "
@@ -90,6 +93,7 @@ HF_OPTIONS = [
     Option("gradient_checkpointing", bool, default=False,
            doc="recompute each transformer layer's activations in backward (transformers' own gradient "
                "checkpointing): less memory in training, about one more forward pass of time"),
+    *STUDENT_OPTIONS,
     *LAYER_OPTIONS,
     *LORA_OPTIONS,
     Rule(lambda a: a.get("pretrained_model") is not None or "pretrained_model" in a._explicit,
