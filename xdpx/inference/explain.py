@@ -49,13 +49,19 @@ class Explanation:
     entity: dict[str, Any] | None = field(default=None)  # NER: text, type, start, end
 
     def as_dict(self) -> dict[str, Any]:
+        """The JSON form (x-serve's /explain): tokens (and tokens_b) as [word, score] lists."""
         out: dict[str, Any] = {"target": self.target, "output": self.output, "baseline_output": self.baseline_output,
-                               "delta": self.delta, "tokens": [[w, s] for w, s in self.tokens[0]]}
+                               "delta": self.delta, "tokens": word_scores(self.tokens[0])}
         if len(self.tokens) > 1:
-            out["tokens_b"] = [[w, s] for w, s in self.tokens[1]]
+            out["tokens_b"] = word_scores(self.tokens[1])
         if self.entity is not None:
             out["entity"] = self.entity
         return out
+
+
+def word_scores(tokens: list[tuple[str, float]]) -> list[list[Any]]:
+    """``[[word, score], ...]`` for JSON, the scores to 6 significant digits."""
+    return [[word, float(f"{score:.6g}")] for word, score in tokens]
 
 
 class Unsupported(UserError):

@@ -21,6 +21,7 @@ from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
+from xdpx.inference.explain_columns import EXPLAIN_OPTIONS, ExplainedFormat, attach_texts, check_explain
 from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
 from xdpx.io.credentials import redact
 from xdpx.io.ownership import Output
@@ -41,6 +42,7 @@ PRED_OPTIONS: list[Any] = [
     Option("binary", bool, default=False,
            doc="write numpy arrays (np.savez: record, and logits / probabilities, predictions, labels / scores) "
                "instead of TSV"),
+    *EXPLAIN_OPTIONS,
 ]
 
 
@@ -137,6 +139,7 @@ class PredictCommand(Command):
 
         run_args = run_options(args)
         check_checkpoint(args)
+        check_explain(args, run_args)
         where = args.source("predict_file_map")
         inputs = []
         for name, output in args.predict_file_map.items():
@@ -167,6 +170,8 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
         fmt = prediction_format(loaded.task, args, labels, loaded.regression)
     except UserError as e:
         raise UserError(f"{e} (looked in {processor.data_dir})") from None
+    if args.explain:  # the attribution columns after the prediction columns
+        fmt = ExplainedFormat(fmt, loaded, args, args.source("predict_file_map"))
     loader = build_loader(run_args)
     for name, source, output in inputs:
         started = time.perf_counter()
@@ -183,12 +188,16 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
                 # read when the header is written: an Excel or Arrow table names its columns as it is read
                 return origin_names(width, loader, labelled, table.column_names)
         writer = Writer(output, args, fmt, origin) if context.is_main else None
+        if args.explain:
+            fmt.name = name
         skipped = 0
         try:
             for encoded in chunks:
                 skipped += encoded.stats["bad_lines"]
                 for key in (k for k in encoded.stats if k.startswith("example: ")):
                     print(redact(f"skipped {key[len('example: '):]}"))
+                if args.explain and not isinstance(source, str):  # words as the input spells them
+                    attach_texts(encoded, loader)
                 logits = predict_logits(loaded.task, loaded.model, processor, encoded.samples, loaded.batch_size,
                                         loaded.autocast, loaded.to_device, context, progress=f"x-pred {name}")
                 if writer is not None:
