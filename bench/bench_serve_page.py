@@ -60,7 +60,7 @@ def main() -> None:
     executable = os.environ.get("XDPX_CHROMIUM") or shutil.which("chromium")
     if not executable:
         sys.exit("no chromium on the PATH: apt-get install -y chromium (or set XDPX_CHROMIUM)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import sync_playwright  # lazy: optional package, after the chromium check
 
     started = time.perf_counter()
     process, address = start_server(options.run)

@@ -34,6 +34,7 @@ def browser() -> Iterator[Any]:
     if not executable:
         unavailable(BROWSER_FLAG, "no chromium on the PATH (apt-get install -y chromium)")
     try:
+        # lazy: optional package, a skip (or a failure) when absent
         from playwright.sync_api import sync_playwright
     except ImportError as e:
         unavailable(BROWSER_FLAG, f"playwright does not import ({e}): pip install -e '.[test]'")
@@ -86,7 +87,7 @@ class Page:
 
 def check_screenshot(png: bytes, name: str) -> None:
     """The PNG decodes, is mostly not one colour, and holds many colours (text, bars): not a blank page."""
-    from PIL import Image
+    from PIL import Image  # lazy: only the screenshot checks decode PNGs
 
     image = Image.open(io.BytesIO(png)).convert("RGB")
     colours = image.getcolors(maxcolors=1 << 20)
@@ -208,5 +209,33 @@ def test_a_pair_run_has_two_text_boxes_and_shows_its_score(browser: Any, pair_ru
         status, answer = predict(pair_server, first, "")
         assert status == 400 and page.submit(first, "") == "failed"
         assert page.tab.text_content("#error") == answer["error"] == "input 0: empty text"
+        assert not page.problems, page.problems
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def ner_run(prepared: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny BiLSTM-CRF tagger on the committed People's Daily sample."""
+    return train_run(tmp_path_factory.mktemp("ner_run"), prepared("peoples_daily_ner"), task="ner", model="lstm_ner",
+                     crf=True, loss="token_cross_entropy", hidden_size=16, num_filters=..., kernel_sizes=...,
+                     learning_rate=0.1, batch_size=32, max_epoch=..., max_update=20, eval_interval=10,
+                     major_metric="entity_f1")
+
+
+def test_an_ner_run_marks_the_entities_in_the_text(browser: Any, ner_run: Path) -> None:
+    text = "中共中央总书记、国家主席江泽民在北京发表新年讲话，祝福全国各族人民新年快乐"
+    with running_server(ner_run) as ner_server:
+        status, (expected,) = predict(ner_server, text)
+        page = Page(browser, ner_server)
+        assert status == 200 and page.submit(text) == "answered"
+        marks = page.tab.query_selector_all("#entity-text mark")
+        shown = [(m.evaluate("m => m.firstChild.textContent"), m.get_attribute("data-type")) for m in marks]
+        assert shown == [(e["text"], e["type"]) for e in expected["entities"]], (shown, expected)
+        assert expected["entities"], "the tagger found no entity: nothing was marked"
+        # the marked text reads as the input (each mark adds its type after the entity)
+        plain = page.tab.evaluate("""() => { const box = document.getElementById('entity-text').cloneNode(true);
+            box.querySelectorAll('.kind').forEach(k => k.remove()); return box.textContent; }""")
+        assert plain == text
+        check_screenshot(page.tab.screenshot(full_page=True), "serve_page_ner.png")
         assert not page.problems, page.problems
         page.close()
