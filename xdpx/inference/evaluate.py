@@ -19,6 +19,7 @@ from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
 from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
+from xdpx.inference.rerank_options import FIRST_STAGE_OPTIONS, reranking
 from xdpx.io.credentials import redact
 from xdpx.io.ownership import Output
 from xdpx.models.choice import model_label
@@ -40,6 +41,7 @@ EVAL_OPTIONS: list[Any] = [
     Option("ignore_novel_target", bool, default=False,
            doc="in raw files, skip the records whose label is not in the run's target map (counted and "
                "printed) instead of stopping at them as bad lines; see also the processing option target_unk"),
+    *FIRST_STAGE_OPTIONS,  # a cross-encoder on a BEIR folder: rerank a bi-encoder's top rerank_k
 ]
 
 
@@ -50,9 +52,10 @@ def subset_names(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def locate(name: str, data_dir: str, key: str, where: str, run_args: Any = None) -> Any:
+def locate(name: str, data_dir: str, key: str, where: str, run_args: Any = None, rerank: bool = False) -> Any:
     """A split name (kept as a str) or the raw source ``name`` names (a table's columns picked by the
-    ``fields`` of ``run_args``, the run's options); ConfigError when it is neither."""
+    ``fields`` of ``run_args``, the run's options); ConfigError when it is neither. ``rerank``: a BEIR
+    folder is for a cross-encoder (x-eval's first_stage), not only a bi-encoder."""
     from xdpx.inference.sources import is_sql_url, open_raw, table_kind
     from xdpx.runtime.corpus import corpus_subset
     from xdpx.runtime.run_files import available_splits
@@ -60,7 +63,7 @@ def locate(name: str, data_dir: str, key: str, where: str, run_args: Any = None)
     splits = available_splits(data_dir) if data_dir and io.isdir(data_dir) else []
     if name in splits:
         return name
-    corpus = corpus_subset(name, run_args, f"{where}: key '{key}'")  # a BEIR folder (xdpx/runtime/corpus.py)
+    corpus = corpus_subset(name, None if rerank else run_args, f"{where}: key '{key}'")  # a BEIR folder (xdpx/runtime/corpus.py)
     if corpus is not None:
         return corpus
     if not is_sql_url(name) and io.isdir(name) and table_kind(name) is None:
@@ -152,7 +155,8 @@ class EvalCommand(Command):
         check_checkpoint(args)
         where = args.source("valid_subset")
         # a subset is shown, printed and saved by its masked name (an SQL URL may hold a password)
-        subsets = [(redact(name), locate(name, run_args.data_dir, "valid_subset", where, run_args))
+        rerank = reranking(args, run_args)  # first_stage: a cross-encoder and a bi-encoder, checked before loading
+        subsets = [(redact(name), locate(name, run_args.data_dir, "valid_subset", where, run_args, rerank))
                    for name in subset_names(args.valid_subset)]
         if dry:
             print(f"# model {model_label(run_args)} (task {run_args.task}, loss {run_args.loss}); subsets: "
@@ -176,7 +180,8 @@ def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]])
             data = subset
             if context.is_main:
                 print(f"x-eval {name}: {subset.data.summary()}", flush=True)
-            metrics = evaluate_corpus(loaded, subset.data, list(run_args.get("recall_at") or [1, 10]), context)
+            metrics = rerank_corpus(args, loaded, subset.data) if args.get("first_stage") else \
+                evaluate_corpus(loaded, subset.data, list(run_args.get("recall_at") or [1, 10]), context)
         else:
             data = read_subset(loaded, args, subset)
             metrics = evaluate(loaded.task, loaded.model, loaded.processor, data, loaded.batch_size, loaded.autocast,
@@ -191,3 +196,14 @@ def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]])
         print(f"saved to {redact(args.save_to_file)}")
     distributed.barrier(context)  # the file is written before any process goes on to the next command
     return rows
+
+
+def rerank_corpus(args: Args, loaded: Any, data: Any) -> dict[str, float]:
+    """Both stages' metrics of a cross-encoder ``loaded`` reranking ``first_stage``'s top ``rerank_k`` (at each k
+    of the first stage's recall_at)."""
+    # lazy: numpy and the models, only when a cross-encoder reranks
+    from xdpx.inference.rerank import Reranker, evaluate_reranking, load_run, relevant_column
+
+    first = load_run(args.first_stage, None, args.batch_size)
+    reranker = Reranker(loaded, relevant_column(loaded, args.save_dir), args.save_dir)
+    return evaluate_reranking(reranker, first, data, list(first.run_args.get("recall_at") or [1, 10]), args.rerank_k)

@@ -34,8 +34,9 @@ def labelled_pairs(path: str, columns: tuple[int, int, int]) -> tuple[list[tuple
     if not io.exists(path):
         raise ConfigError(f"{path} does not exist: give a triplet TSV (query<TAB>positive<TAB>negative), as "
                           "x-script mine_negatives writes")
-    positives: dict[tuple[str, str], None] = {}
-    negatives: dict[tuple[str, str], None] = {}
+    positives: set[tuple[str, str]] = set()
+    negatives: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], None] = {}  # every pair in the order it first appears
     with io.open(path) as f:
         for number, line in enumerate(f, start=1):
             line = line.rstrip("\r\n")
@@ -49,15 +50,14 @@ def labelled_pairs(path: str, columns: tuple[int, int, int]) -> tuple[list[tuple
             for what, text in (("query", query), ("positive", positive), ("negative", negative)):
                 if not text:
                     raise ConfigError(f"{path}:{number}: an empty {what}: every line needs its three texts")
-            positives.setdefault((query, positive), None)
-            negatives.setdefault((query, negative), None)
+            positives.add((query, positive))
+            negatives.add((query, negative))
+            seen.setdefault((query, positive), None)
+            seen.setdefault((query, negative), None)
     if not positives:
         raise ConfigError(f"{path}: no triplet in it (an empty file)")
-    both = [pair for pair in negatives if pair in positives]
-    rows = [(q, p, "1") for q, p in positives] + [(q, n, "0") for q, n in negatives if (q, n) not in positives]
-    first = {pair: i for i, pair in enumerate(list(dict.fromkeys([*positives, *negatives])))}
-    rows.sort(key=lambda row: first[row[0], row[1]])
-    return rows, len(both)
+    rows = [(q, p, "1" if (q, p) in positives else "0") for q, p in seen]
+    return rows, len(negatives & positives)
 
 
 @script("rerank_pairs")

@@ -18,16 +18,15 @@ from types import SimpleNamespace
 from typing import Any
 
 from xdpx.config.errors import ConfigError
+from xdpx.data.beir import read_beir
 from xdpx.metrics.ir import CORPUS_PREFIX
+from xdpx.models.choice import head_name, model_label
+from xdpx.runtime.corpus import corpus_location, evaluate_corpus
 
 
 def read_eval_corpus(args: Any) -> Any:
     """The BeirSet of ``eval_corpus`` (None without it); ConfigError naming the key for a path that is not a
     BEIR folder or its qrels file, or a run that is not a bi-encoder; BeirError for a bad file."""
-    from xdpx.data.beir import read_beir
-    from xdpx.models.choice import head_name, model_label
-    from xdpx.runtime.corpus import corpus_location
-
     name = args.get("eval_corpus")
     if not name:
         return None
@@ -56,7 +55,7 @@ def corpus_problems(args: Any) -> list[str]:
 
 def corpus_columns(trainer: Any, data: Any) -> dict[str, float]:
     """``corpus.<metric>`` of the trainer's model (its evaluated weights: the caller's context) on ``data``."""
-    from xdpx.runtime.corpus import evaluate_corpus
+    # lazy: torch; x-train's preflight (--dry) reads this module
     from xdpx.train.fsdp import is_sharded
 
     t = trainer
