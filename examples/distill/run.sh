@@ -40,3 +40,10 @@ x-prepro examples/distill/prepro_polarity_labels_wp128.hjson
 x-prepro examples/distill/prepro_polarity_student_wp128.hjson
 x-train examples/distill/cnn_labels_wp128.hjson
 x-train examples/distill/cnn_distill_wp128.hjson
+# transformer students built from the teacher (pretrained_layers: its layers 2, 4, 6 / its last layer), distilled
+# with loss tinybert (logits, hidden states, attention scores) on the labelled + 12,000 augmented sentences
+x-prepro examples/distill/prepro_polarity_student_bert.hjson
+x-train examples/distill/minilm_l3.hjson
+x-train examples/distill/minilm_l1.hjson
+# the frontier table of docs/distill.md (teacher, TextCNNs, transformer students, fp32 and int8)
+# python bench/bench_frontier.py
