@@ -239,3 +239,26 @@ def test_an_ner_run_marks_the_entities_in_the_text(browser: Any, ner_run: Path) 
         check_screenshot(page.tab.screenshot(full_page=True), "serve_page_ner.png")
         assert not page.problems, page.problems
         page.close()
+
+
+@pytest.fixture(scope="module")
+def bi_encoder_run(prepared: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny bi_encoder on the STS-B pairs (cosine_similarity loss)."""
+    return train_run(tmp_path_factory.mktemp("bi_encoder_run"), prepared("stsb_words_bi_encoder"), model="bi_encoder",
+                     embedding_dim=16, hidden_size=16, embedding_size=16, num_filters=..., kernel_sizes=...,
+                     loss="cosine_similarity", major_metric="pearson", max_epoch=1)
+
+
+def test_a_bi_encoder_compares_two_texts_and_embeds_one(browser: Any, bi_encoder_run: Path) -> None:
+    first, second = "A man is playing a guitar .", "A man plays the guitar ."
+    with running_server(bi_encoder_run) as bi_server:
+        status, (expected,) = predict(bi_server, first, second)
+        embedded = request(bi_server.address, "POST", "/embed", json.dumps([first]).encode("utf-8"))[1][0]
+        page = Page(browser, bi_server)
+        assert "leave it empty" in page.tab.text_content("#second label")
+        assert status == 200 and page.submit(first, second) == "answered"
+        assert abs(float(page.tab.text_content("#answer strong")) - expected["cosine"]) < 1e-4
+        assert page.submit(first, "") == "answered"  # one text: POST /embed
+        assert page.tab.text_content("#answer") == f"an embedding of {len(embedded['embedding'])} numbers"
+        assert page.tab.is_hidden("#neighbours") and not page.problems, page.problems
+        page.close()
