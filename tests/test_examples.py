@@ -64,8 +64,8 @@ DRY: dict[str, str] = {
     "examples/ner/train_lstm_crf.hjson": "x-train",
     "examples/ner/pred.hjson": "x-pred",
     **{f"examples/retrieval/{name}.hjson": "x-train" for name in (
-        "train_retrieval_minilm", "train_retrieval_minilm_hf", "train_retrieval_words", "train_stsb_minilm",
-        "train_stsb_minilm_hf")},
+        "train_rerank_minilm", "train_rerank_words", "train_retrieval_minilm", "train_retrieval_minilm_hf",
+        "train_retrieval_words", "train_stsb_minilm", "train_stsb_minilm_hf")},
     **{f"examples/reviews/{name}.hjson": "x-train" for name in (
         "train_cnn", "train_cnn_2proc", "train_cnn_bmuf", "train_lstm")},
     "examples/reviews/eval_test.hjson": "x-eval",
@@ -84,7 +84,8 @@ PREPRO = sorted(
         "student_wp", "student_wp128")]
     + ["examples/multilabel/prepro_char.hjson", "examples/ner/prepro_bert.hjson", "examples/ner/prepro_char.hjson"]
     + [f"examples/retrieval/{name}.hjson" for name in (
-        "prepro_retrieval_bert", "prepro_retrieval_words", "prepro_stsb_bert")])
+        "prepro_rerank_bert", "prepro_rerank_words", "prepro_retrieval_bert", "prepro_retrieval_words",
+        "prepro_stsb_bert")])
 # the runs that other configs read, trained for real by their own example config in a few updates
 SHORT = {"max_update": 1, "eval_interval": 1, "log_interval": 1}
 SHORT_RUNS = {
@@ -134,6 +135,14 @@ def lay_out(ws: Path, minilm: Path) -> None:
     for link, target in links.items():
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(target)
+    # stand-ins of the reranker's pairs (mine_negatives + rerank_pairs need the trained bi-encoder): each
+    # sample pair labelled 1, its query with the next line's positive labelled 0
+    (ws / "outputs" / "data" / "stsb_rerank").mkdir(parents=True)
+    for split in ("train", "dev"):
+        pairs = [line.split("\t")[:2] for line in (EXAMPLES / "retrieval" / "data" / f"{split}.tsv").read_text(
+            encoding="utf-8").splitlines()]
+        (ws / "outputs" / "data" / "stsb_rerank" / f"{split}.tsv").write_text("".join(
+            f"{q}\t{p}\t1\n{q}\t{pairs[(i + 1) % len(pairs)][1]}\t0\n" for i, (q, p) in enumerate(pairs)), encoding="utf-8")
     # stand-ins of the distillation steps that need the trained teacher (see the module docstring)
     train = (EXAMPLES / "data" / "sample" / "polarity" / "train.txt").read_text(encoding="utf-8").splitlines()
     distill = ws / "outputs" / "distill"
