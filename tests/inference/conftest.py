@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from explain_helpers import keyword_run  # noqa: F401 (the planted-keyword run of the explain tests)
 from inference_helpers import PREPRO, train_run, write_json
 
 from xdpx.cli import run_chain

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import csv
 import json
-import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from inference_helpers import SAMPLE, train_run, write_json
+from explain_helpers import KEYWORD
+from inference_helpers import write_json
 
 from xdpx.cli import run_chain
 
 pytest.importorskip("captum")
 
-KEYWORD = "喵"  # not in the review sample: a planted keyword decides the label
 TINY_BERT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
              "max_position_embeddings": 160, "pretrained_model": None, "initializer_range": 0.2}
 REVIEW = "这家酒店的服务很好，房间也干净"
@@ -127,31 +126,6 @@ def test_word_pieces_are_merged_back_into_the_words_as_written(prepared: Callabl
     # without the raw text (a split of data_dir): the pieces' markers
     assert piece_words(["play", "##ing", "gu", "##itar"]) == [("playing", [0, 1]), ("guitar", [2, 3])]
     assert piece_words(["\u2581play", "ing", "\u2581now"]) == [("playing", [0, 1]), ("now", [2])]
-
-
-@pytest.fixture(scope="module")
-def keyword_run(prepared: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """cls_cnn trained on the review sentences with a planted keyword: label pos exactly when the text holds it."""
-    root = tmp_path_factory.mktemp("keyword")
-    rng = random.Random(5)
-    source = root / "source"
-    source.mkdir()
-    for split in ("train", "dev", "test"):
-        lines = []
-        for line in (SAMPLE / f"reviews/{split}.txt").read_text(encoding="utf-8").splitlines():
-            text = line.split("\t")[0][:40]
-            planted = rng.random() < 0.5
-            if planted:
-                at = rng.randrange(len(text) + 1)
-                text = text[:at] + KEYWORD + text[at:]
-            lines.append(f"{text}\t{'pos' if planted else 'neg'}")
-        (source / f"{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    config = write_json(root / "prepro.hjson", {"__parent__": str(SAMPLE.parents[1] / "prepro/reviews_char"),
-                                                "data_source": str(source), "data_dir": str(root / "data"),
-                                                "workers": 1})
-    assert run_chain(["x-prepro", str(config)]) == 0
-    run = train_run(root, root / "data", max_epoch=6, eval_interval=..., learning_rate=1e-2, kernel_sizes=[1, 2])
-    return {"run": run, "dev": source / "dev.txt"}
 
 
 def test_a_planted_keyword_is_ranked_first(keyword_run: dict[str, Path]) -> None:

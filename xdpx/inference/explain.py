@@ -270,7 +270,8 @@ def _explain_batch(loaded: Any, samples: list[dict[str, Any]], texts: list[Any],
 
     additional = extra + ((select,) if select is not None else ())
     target = None if targets is None else targets.index_select(0, index)
-    with torch.autocast(device_type=loaded.device.type, enabled=False):  # gradients in float32
+    # gradients in float32, also when the caller runs under no_grad or autocast
+    with torch.enable_grad(), torch.autocast(device_type=loaded.device.type, enabled=False):
         ig = IntegratedGradients(forward)
         scores, deltas = ig.attribute(inputs, tuple(baselines), target=target, additional_forward_args=additional,
                                       n_steps=n_steps, method="gausslegendre", return_convergence_delta=True)

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from xdpx.models.choice import model_label
 from xdpx.serve.batching import Batcher, Overloaded
 from xdpx.serve.embedding import embed_inputs, serves_embeddings
+from xdpx.serve.explaining import explain_batcher, explain_route
 from xdpx.serve.limits import Limits, RequestError, parse_inputs, read_body
 from xdpx.serve.metrics import CLIENT_CLOSED, Metrics, MetricsMiddleware
 from xdpx.serve.openapi import docs_page, openapi_document
@@ -53,6 +54,8 @@ class State:
         # POST /embed (a bi-encoder run): texts embedded one by one, batched like /predict's inputs
         self.embedder = Batcher(partial(embed_inputs, predictor), batch_size, max_wait, max_queue,
                                 self.metrics.batch, executor) if serves_embeddings(predictor) else None
+        # POST /explain: token attributions, in the same model thread (xdpx/serve/explaining.py)
+        self.explainer = explain_batcher(predictor, max_wait, max_queue, self.metrics.batch, executor)
         self.answered = 0  # /predict requests answered 200 (printed when the server stops)
 
 
@@ -137,14 +140,17 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.batcher.start()
+        state.explainer.start()
         if state.embedder is not None:
             state.embedder.start()
         yield
         await state.batcher.stop()
+        await state.explainer.stop()
         if state.embedder is not None:
             await state.embedder.stop()
 
     app = Starlette(routes=[Route("/predict", predict, methods=["POST"]), Route("/embed", embed, methods=["POST"]),
+                            Route("/explain", explain_route(state, limits, JSON, error), methods=["POST"]),
                             Route("/health", health),
                             Route("/ready", ready), Route("/metrics", metrics), Route("/openapi.json", openapi),
                             Route("/docs", docs), Route("/", try_page), Route("/info", info)],
