@@ -93,8 +93,8 @@ def encode_texts(processor: Any, texts: list[str]) -> dict[str, Any]:
     sample, truncated = built
     if truncated:
         count = sum(len(ids) for ids in processor.ids_batch([t.strip() for t in texts]))
-        raise UserError(f"a text of {count} tokens: the run reads at most max_len {processor.max_len} tokens "
-                        "(special tokens included) and would cut the rest, which then gets no share; shorten it")
+        raise UserError(f"a text of {count} tokens: the run reads at most max_len {processor.max_len} tokens, "
+                        "special tokens included, and would cut the rest, which then gets no share; shorten it")
     sample["id"] = 0
     return sample
 
