@@ -7,7 +7,8 @@ It starts ``x-serve RUN --port 0 --cpu --threads 1`` and waits for it, then, ``-
 tab at GET /, types the text, submits it and waits for the label: the first time is the server's first
 prediction (a cold model), the others a warm server and a fresh page each. Each time is split into the page's
 load (navigation start to its ``load`` event) and its first answer (click to label shown, measured by the page
-itself: ``performance.now()`` around POST /predict and its drawing). Needs Debian's ``chromium`` (or
+itself: ``performance.now()`` around POST /predict and its drawing). POST /explain's shading, which the page asks
+for after the label is shown, is in neither figure. Needs Debian's ``chromium`` (or
 XDPX_CHROMIUM) and ``pip install playwright``; no browser is downloaded.
 """
 
@@ -79,8 +80,9 @@ def main() -> None:
                 if options.second is not None:
                     tab.fill("#text2", options.second)
                 tab.click("#submit")
-                tab.wait_for_selector("body[data-state]")
+                tab.wait_for_selector("#result:not([hidden]), #error:not([hidden])")
                 shown = time.perf_counter()
+                tab.wait_for_selector("body[data-state]")  # the extras too (/explain's shading), for the screenshot
                 if tab.get_attribute("body", "data-state") != "answered":
                     sys.exit(f"the page showed an error: {tab.text_content('#error')}")
                 answer = tab.text_content("#answer")

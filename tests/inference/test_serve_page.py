@@ -104,6 +104,11 @@ def predict(server: Server, *texts: str) -> Any:
     return status, answer
 
 
+def explain(server: Server, *texts: str) -> Any:
+    status, answer, _ = request(server.address, "POST", "/explain", json.dumps([list(texts)]).encode("utf-8"))
+    return status, answer
+
+
 def test_a_text_shows_the_label_and_one_bar_per_label(browser: Any, server: Server) -> None:
     page = Page(browser, server)
     policy = page.response.headers["content-security-policy"]
@@ -121,10 +126,16 @@ def test_a_text_shows_the_label_and_one_bar_per_label(browser: Any, server: Serv
         for label, shown, width in bars:
             assert abs(shown - expected["probabilities"][label]) < 1e-6 and abs(width - shown) < 0.01, bars
     assert page.tab.locator("#bars li.chosen").count() == 1
-    # the shading of /explain where the server has it; a server without it: the section stays hidden
+    # the shading of /explain where the server has it: the server's words and scores, green for a positive
+    # score; a server without it: the section stays hidden
     if "/explain" in info["routes"]:
-        tokens = page.tab.query_selector_all("#tokens .token")
-        assert tokens and all(t.get_attribute("data-score") for t in tokens)
+        status, (explained,) = explain(server, TEXTS[2])
+        tokens = [(t.text_content(), float(t.get_attribute("data-score")),
+                   t.evaluate("t => getComputedStyle(t).backgroundColor"))
+                  for t in page.tab.query_selector_all("#tokens .token")]
+        assert status == 200 and [(w, s) for w, s, _ in tokens] == [(w, s) for w, s in explained["tokens"]], tokens
+        assert all(colour.startswith("rgba(46, 160, 67" if s >= 0 else "rgba(214, 40, 57") for _, s, colour in tokens)
+        assert page.tab.text_content("#tokens .token-row .muted") == f"{explained['target']}: "
     else:
         assert page.tab.is_hidden("#attributions")
     check_screenshot(page.tab.screenshot(full_page=True), "serve_page_cnn.png")

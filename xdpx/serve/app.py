@@ -120,7 +120,9 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
         return HTMLResponse(page)
 
     def info_of(request: Request) -> dict[str, Any]:
-        served = {route.path for route in request.app.routes} - (set() if state.embedder else {"/embed"})
+        # what this server answers: /embed of a bi-encoder, /search with a corpus (the page asks for no more)
+        served = {route.path for route in request.app.routes} - (set() if state.embedder else {"/embed"}) \
+            - (set() if getattr(state, "searcher", None) is not None else {"/search"})
         return run_info(predictor, sorted(served))
 
     async def try_page(request: Request) -> Response:  # GET /: a page to try the model (xdpx/serve/page.py)
