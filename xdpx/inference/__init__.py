@@ -18,6 +18,9 @@ from typing import Any
 # A name is loaded on first use, so importing one module of this package loads no other one
 # (docs/architecture.md, "Rooms"; tests/test_layers.py checks that no workflow reaches past this list).
 PUBLIC = {
+    "calibrates": "calibration",
+    "run_temperature": "calibration",
+    "scale_logits": "calibration",
     "LOAD_OPTIONS": "options",
     "TRUST_USER_DIR": "options",
     "load_model": "loading",

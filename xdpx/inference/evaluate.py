@@ -18,6 +18,14 @@ from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
+from xdpx.inference.calibration import (
+    CALIBRATED,
+    ECE_BINS,
+    bins_line,
+    calibrates,
+    calibration_metrics,
+    run_temperature,
+)
 from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
 from xdpx.inference.rerank_options import FIRST_STAGE_OPTIONS, reranking
 from xdpx.io.credentials import redact
@@ -41,6 +49,8 @@ EVAL_OPTIONS: list[Any] = [
     Option("ignore_novel_target", bool, default=False,
            doc="in raw files, skip the records whose label is not in the run's target map (counted and "
                "printed) instead of stopping at them as bad lines; see also the processing option target_unk"),
+    CALIBRATED,
+    ECE_BINS,
     *FIRST_STAGE_OPTIONS,  # a cross-encoder on a BEIR folder: rerank a bi-encoder's top rerank_k
 ]
 
@@ -174,6 +184,10 @@ def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]])
 
     context = distributed.current()  # under torchrun each process scores its share of the batches
     loaded = load_model(args, run_args)
+    # every classifier gets ECE and Brier; with the run's calibration.json also the calibrated figures
+    classifier = calibrates(loaded)
+    temperature = run_temperature(args.save_dir, loaded, raw=not args.calibrated,
+                                  say=print if context.is_main else lambda _m: None) if classifier else None
     rows = []
     for name, subset in subsets:
         if isinstance(subset, CorpusSubset):
@@ -184,8 +198,17 @@ def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]])
                 evaluate_corpus(loaded, subset.data, list(run_args.get("recall_at") or [1, 10]), context)
         else:
             data = read_subset(loaded, args, subset)
+            outputs: list[Any] = []
             metrics = evaluate(loaded.task, loaded.model, loaded.processor, data, loaded.batch_size, loaded.autocast,
-                               loaded.to_device, args.max_eval_steps, context=context, progress=f"x-eval {name}")
+                               loaded.to_device, args.max_eval_steps, context=context, progress=f"x-eval {name}",
+                               outputs_to=outputs if classifier else None)
+            if outputs:
+                metrics.update(calibration_metrics(*outputs[0], temperature, args.ece_bins))
+                bins = {"": metrics.pop("bins"), " calibrated": metrics.pop("bins_calibrated", None)}
+                for which, shown_bins in bins.items():
+                    if shown_bins is not None and context.is_main:
+                        print(f"x-eval {name} reliability{which} ({args.ece_bins} bins; confidence->accuracy (samples)): "
+                              f"{bins_line(shown_bins)}")
         shown = " | ".join(f"{k} {format_value(v)}" for k, v in metrics.items())
         if context.is_main:
             print(f"x-eval {name} ({len(data)} samples): {shown}", flush=True)

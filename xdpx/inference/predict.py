@@ -21,6 +21,7 @@ from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
+from xdpx.inference.calibration import CALIBRATED, calibrates, run_temperature, scale_logits
 from xdpx.inference.explain_columns import EXPLAIN_OPTIONS, ExplainedFormat, attach_texts, check_explain
 from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
 from xdpx.io.credentials import redact
@@ -43,6 +44,7 @@ PRED_OPTIONS: list[Any] = [
            doc="write numpy arrays (np.savez: record, and logits / probabilities, predictions, labels / scores) "
                "instead of TSV"),
     *EXPLAIN_OPTIONS,
+    CALIBRATED,
 ]
 
 
@@ -170,6 +172,9 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
         fmt = prediction_format(loaded.task, args, labels, loaded.regression)
     except UserError as e:
         raise UserError(f"{e} (looked in {processor.data_dir})") from None
+    # distill writes the raw logits (soft targets); otherwise the run's calibrated probabilities when it has them
+    temperature = run_temperature(args.save_dir, loaded, raw=not args.calibrated or args.distill,
+                                  say=print if context.is_main else lambda _m: None) if calibrates(loaded) else None
     if args.explain:  # the attribution columns after the prediction columns
         fmt = ExplainedFormat(fmt, loaded, args, args.source("predict_file_map"))
     loader = build_loader(run_args)
@@ -201,7 +206,7 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
                 logits = predict_logits(loaded.task, loaded.model, processor, encoded.samples, loaded.batch_size,
                                         loaded.autocast, loaded.to_device, context, progress=f"x-pred {name}")
                 if writer is not None:
-                    writer.write(encoded, logits.numpy())
+                    writer.write(encoded, scale_logits(logits.numpy(), temperature))
         except BaseException:
             if writer is not None and writer.file is not None:
                 writer.file.discard()  # an output cut short is never published

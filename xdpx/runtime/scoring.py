@@ -31,7 +31,8 @@ def length_order(sizes: Any) -> np.ndarray:
 
 def evaluate(task: Any, model: torch.nn.Module, processor: Any, data: Any, batch_size: int, autocast: Any,
              to_device: Callable[[dict[str, Any]], dict[str, Any]] = _identity,
-             max_steps: int | None = None, context: Any = None, progress: str | None = None) -> dict[str, float]:
+             max_steps: int | None = None, context: Any = None, progress: str | None = None,
+             outputs_to: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> dict[str, float]:
     """``{'loss': ..., metric: ...}`` of ``model`` on ``data`` (``len``, ``[i]``, ``sizes``; labelled).
 
     Sets ``model.eval()``; the caller restores training mode if it needs it. ``max_steps`` stops after
@@ -40,6 +41,7 @@ def evaluate(task: Any, model: torch.nn.Module, processor: Any, data: Any, batch
     batches one process would make (no sample twice, no padding), the outputs are gathered in batch
     order and every rank returns the one-process numbers. ``progress`` names the step for a progress bar
     or line on rank 0 (xdpx.utils.step_progress; x-eval passes one, x-train's evaluations do not).
+    ``outputs_to``: a list that receives the concatenated ``(logits, targets)`` (x-eval's calibration figures).
     """
     model.eval()
     order = length_order(data.sizes)
@@ -66,7 +68,10 @@ def evaluate(task: Any, model: torch.nn.Module, processor: Any, data: Any, batch
         loss_sum += loss
         sample_size += size
     metrics = {"loss": loss_sum / max(sample_size, 1)}
-    metrics.update(task.compute_metrics(torch.cat([o[3] for o in outputs]), torch.cat([o[4] for o in outputs])))
+    logits, targets = torch.cat([o[3] for o in outputs]), torch.cat([o[4] for o in outputs])
+    metrics.update(task.compute_metrics(logits, targets))
+    if outputs_to is not None:
+        outputs_to.append((logits, targets))
     return metrics
 
 

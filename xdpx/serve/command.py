@@ -84,6 +84,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="forward passes under bfloat16 autocast: several times faster on CPUs with AMX; the "
                              "probabilities move (how far, on the run's samples, is printed at start)")
     parser.add_argument("--cpu", action="store_true", help="stay on the CPU even when a GPU is available")
+    parser.add_argument("--raw-probs", "--raw_probs", action="store_true", dest="raw_probs",
+                        help="answer the raw probabilities, not those of the run's calibration.json (x-script "
+                             "calibrate); the labels are the same")
     parser.add_argument("--trust-user-dir", "--trust_user_dir", action="store_true", dest="trust_user_dir",
                         help="import the user_dir that the run's args.py names (its code runs on this machine); "
                              "without it such a run is refused")
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     # interactive: everything in this thread
     executor = model_thread() if options.port is not None else None
     load = (options.save_dir, options.checkpoint, options.batch_size, options.cpu, options.threads,
-            options.max_tokens, options.bf16, options.trust_user_dir)
+            options.max_tokens, options.bf16, options.trust_user_dir, options.raw_probs)
     try:
         predictor = run_in(executor, load_for_serving, *load) if executor else load_for_serving(*load)
     except (ConfigError, UserError, BadInput) as e:
@@ -169,7 +172,7 @@ def _serve_workers(options: argparse.Namespace) -> int:
 
     settings = {"save_dir": options.save_dir, "checkpoint": options.checkpoint, "batch_size": options.batch_size,
                 "cpu": options.cpu, "threads": options.threads, "max_tokens": options.max_tokens, "bf16": options.bf16, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,
-                "trust_user_dir": options.trust_user_dir, "limits": _limits(options)}
+                "trust_user_dir": options.trust_user_dir, "raw_probs": options.raw_probs, "limits": _limits(options)}
     return serve_workers(settings, options.workers, options.host, options.port, options.max_connections,
                          options.drain_timeout, announce=options.save_dir, header_timeout=options.header_timeout)
 

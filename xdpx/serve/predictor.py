@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 from xdpx.errors import UserError
+from xdpx.inference import calibrates, run_temperature, scale_logits
 from xdpx.models.choice import model_label
 
 
@@ -40,6 +41,8 @@ class Predictor:
         # length, into passes that pad little (None: batch_size samples per pass, whatever their lengths)
         self.max_tokens = max_tokens
         self.backend = "pytorch"  # or onnxruntime (xdpx.serve.onnx_backend), pytorch-bf16 (serve_in_bf16)
+        # the run's calibration (x-script calibrate): class logits are divided by it (None: raw probabilities)
+        self.temperature: float | None = None
 
     def describe(self) -> dict[str, Any]:
         """What /health shows: the model and the checkpoint's file name, never a filesystem path."""
@@ -47,7 +50,8 @@ class Predictor:
         return {"model": model_label(self.loaded.run_args),
                 "checkpoint": os.path.basename(str(checkpoint)) if checkpoint else None,
                 "labels": self.labels, "texts_per_input": self.num_texts,
-                "regression": bool(self.loaded.regression), "backend": self.backend}
+                "regression": bool(self.loaded.regression), "backend": self.backend,
+                "temperature": self.temperature}
 
     def encode(self, item: Any) -> dict[str, Any]:
         """A sample from a line of the training format (str) or the list of a sample's texts."""
@@ -101,15 +105,16 @@ class Predictor:
         with self.lock:  # one forward pass at a time: the model's threads already use the cores
             logits = predict_logits(loaded.task, loaded.model, loaded.processor, samples, loaded.batch_size,
                                     loaded.autocast, loaded.to_device, max_tokens=self.max_tokens).numpy()
-        return self.format.records(logits, samples)
+        return self.format.records(scale_logits(logits, self.temperature), samples)
 
 
 def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int | None = None,
                    cpu: bool = False, threads: int | None = None, max_tokens: int | None = None,
-                   trust_user_dir: bool = False) -> Predictor:
+                   trust_user_dir: bool = False, raw_probs: bool = False) -> Predictor:
     """A Predictor for a run directory (its best checkpoint unless ``checkpoint`` says otherwise);
     ``threads``: torch's intra-op threads of this process (default: torch's choice); ``max_tokens``: see
-    Predictor; ``trust_user_dir``: import the user_dir the run's args.py names (x-serve --trust-user-dir)."""
+    Predictor; ``trust_user_dir``: import the user_dir the run's args.py names (x-serve --trust-user-dir);
+    the run's calibrated probabilities when it has a calibration.json for the checkpoint, unless ``raw_probs``."""
     if threads:
         import torch
 
@@ -124,7 +129,14 @@ def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int
         config["cuda"] = False
     args = resolve({k: v for k, v in config.items() if v is not None}, COMMON_OPTIONS + LOAD_OPTIONS, "serve",
                    origin="x-serve")
-    return Predictor(load_model(args, say=lambda m: print(m, file=sys.stderr)), max_tokens)
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr)
+
+    predictor = Predictor(load_model(args, say=say), max_tokens)
+    if calibrates(predictor.loaded):
+        predictor.temperature = run_temperature(save_dir, predictor.loaded, raw=raw_probs, say=say)
+    return predictor
 
 
 def timed_logits(predictor: Predictor, samples: list[dict[str, Any]], model: Any = None, autocast: Any = None,
@@ -179,8 +191,9 @@ def serve_in_bf16(predictor: Predictor, say: Any = print) -> None:
 
 def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int | None = None, cpu: bool = False,
                      threads: int | None = None, max_tokens: int | None = None, bf16: bool = False,
-                     trust_user_dir: bool = False) -> Predictor:
-    """A run directory, or an ONNX export directory (served through onnxruntime once it matches its run)."""
+                     trust_user_dir: bool = False, raw_probs: bool = False) -> Predictor:
+    """A run directory, or an ONNX export directory (served through onnxruntime once it matches its run);
+    ``raw_probs``: leave out the run's calibration (x-serve --raw-probs)."""
     from xdpx.serve.onnx_backend import is_onnx_export, load_onnx_predictor
     from xdpx.utils.cpu_memory import keep_freed_memory
 
@@ -198,7 +211,7 @@ def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int |
             raise UserError(f"{path} is an ONNX export, served in float32: --bf16 applies to a run directory")
         return load_onnx_predictor(path, batch_size, threads, say=say, max_tokens=max_tokens,
                                    trust_user_dir=trust_user_dir)
-    predictor = load_predictor(path, checkpoint, batch_size, cpu, threads, max_tokens, trust_user_dir)
+    predictor = load_predictor(path, checkpoint, batch_size, cpu, threads, max_tokens, trust_user_dir, raw_probs)
     if bf16:
         serve_in_bf16(predictor, say)
     return predictor

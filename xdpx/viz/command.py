@@ -67,12 +67,15 @@ def plot_run(save_dir: str, label: str | None = None, refs: list[tuple[str | Non
              figext: str = "png", walltime: bool = False) -> list[str]:
     """Draw every figure of ``save_dir`` (with the reference runs) into save_dir/plots; the paths."""
     from xdpx.viz.plots import plot_runs
+    from xdpx.viz.reliability import plot_reliability
     from xdpx.viz.runs import read_run
 
     main = read_run(save_dir, label)
     references = [read_run(path, ref_label) for ref_label, path in refs or []
                   if path.rstrip("/") != save_dir.rstrip("/")]
-    return plot_runs([main, *references], io.join(save_dir, PLOTS_DIR), figext, walltime)
+    out_dir = io.join(save_dir, PLOTS_DIR)
+    # the reliability diagram when the run has been calibrated (x-script calibrate)
+    return plot_runs([main, *references], out_dir, figext, walltime) + plot_reliability(save_dir, out_dir, figext)
 
 
 @commands.register("x-viz")
