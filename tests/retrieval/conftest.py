@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rerank_helpers import rerank_data, train_reranker
 from retrieval_helpers import prepro, run_killable, train_config
 
 
@@ -20,3 +21,10 @@ def retrieval_run(retrieval_data: Path, tmp_path_factory: pytest.TempPathFactory
     root = tmp_path_factory.mktemp("retrieval_run")
     assert run_killable(train_config(root, retrieval_data)) == 0
     return root / "run"
+
+
+@pytest.fixture(scope="session")
+def reranker(retrieval_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny cross-encoder (re2) trained on pairs mined with the tiny bi-encoder (rerank_helpers.py)."""
+    root = tmp_path_factory.mktemp("reranker")
+    return train_reranker(root, rerank_data(root, retrieval_run))

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rerank_helpers import rerank_data, train_reranker
 from retrieval_helpers import dev_beir
 
 from xdpx.cli import run_chain, x_script
@@ -19,12 +18,6 @@ from xdpx.cli import run_chain, x_script
 def read_tsv(path: Path) -> list[dict[str, str]]:
     with open(path, encoding="utf-8") as f:
         return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-
-
-@pytest.fixture(scope="module")
-def reranker(retrieval_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("reranker")
-    return train_reranker(root, rerank_data(root, retrieval_run))
 
 
 def test_rerank_pairs_labels_each_distinct_pair_once(tmp_path, capsys):

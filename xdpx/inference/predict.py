@@ -24,6 +24,7 @@ from xdpx.errors import UserError
 from xdpx.inference.calibration import CALIBRATED, calibrates, run_temperature, scale_logits
 from xdpx.inference.explain_columns import EXPLAIN_OPTIONS, ExplainedFormat, attach_texts, check_explain
 from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
+from xdpx.inference.rerank_options import SEARCH_OPTIONS
 from xdpx.io.credentials import redact
 from xdpx.io.ownership import Output
 
@@ -45,6 +46,7 @@ PRED_OPTIONS: list[Any] = [
                "instead of TSV"),
     *EXPLAIN_OPTIONS,
     CALIBRATED,
+    *SEARCH_OPTIONS,  # search_corpus, search_k, rerank, rerank_k: xdpx/inference/search_pred.py
 ]
 
 
@@ -142,6 +144,11 @@ class PredictCommand(Command):
         run_args = run_options(args)
         check_checkpoint(args)
         check_explain(args, run_args)
+        if args.get("search_corpus") or args.get("rerank"):  # retrieve, then rerank (xdpx/inference/search_pred.py)
+            # lazy: numpy and the models; the module is x-pred's only with search_corpus
+            from xdpx.inference.search_pred import search_command
+
+            return search_command(args, run_args, dry)
         where = args.source("predict_file_map")
         inputs = []
         for name, output in args.predict_file_map.items():

@@ -64,3 +64,46 @@ def reranking(args: Any, run_args: Any) -> bool:
     if problem:
         raise ConfigError(problem)
     return True
+
+
+SEARCH_OPTIONS: list[Any] = [
+    Option("search_corpus", str, default=None, path="input",
+           doc="a bi-encoder run: a file of texts (one a line, the first tab-separated column; its id is the line "
+               "number minus 1, as x-script build_index numbers them) that each line of each predict_file_map input "
+               "searches as a query (exact cosine search); each output gets the hits: query_number, query, rank, "
+               "id, score, [rerank_score, first_stage_rank,] text. null: predict embeddings as usual"),
+    Option("search_k", int, default=10, validate=at_least(1), doc="with search_corpus: the hits written per query"),
+    Option("rerank", str, default=None, path="input",
+           doc="with search_corpus: a cross-encoder (reranker) run; each query's first rerank_k hits are ordered "
+               "again by its score (rerank_score: the log-odds of label 1) and the best search_k written; null: the "
+               "bi-encoder's order"),
+    Option("rerank_k", int, default=100, validate=at_least(1),
+           doc="with rerank: the first-stage hits the reranker orders (at least search_k)"),
+]
+
+
+def search_problems(args: Any, run_args: Any) -> list[str]:
+    """x-pred's search_corpus / rerank against the runs, before anything loads (one line each)."""
+    if not args.get("search_corpus"):
+        return [f"{args.source('rerank')}: key 'rerank': a reranker orders the hits of search_corpus: set "
+                "search_corpus (the texts to search) or rerank: null"] if args.get("rerank") else []
+    where = args.source("search_corpus")
+    problems = []
+    if head_name(run_args) != "bi_encoder":
+        problems.append(f"{where}: key 'search_corpus': the queries are embedded by save_dir's run, and "
+                        f"{args.save_dir} is a {model_label(run_args)} run: give a bi-encoder run")
+    if args.get("binary"):
+        problems.append(f"{where}: key 'search_corpus': the hits are written as TSV: set binary: false")
+    if args.get("rerank"):
+        if not io.exists(io.join(args.rerank, ARGS_FILE)):
+            problems.append(f"{args.source('rerank')}: key 'rerank': {args.rerank!r} has no {ARGS_FILE}: give the "
+                            "x-train run directory of a cross-encoder")
+        else:
+            problem = reranker_problem(Args(read_args(io.join(args.rerank, ARGS_FILE)), {}, set(), {}),
+                                       f"{args.source('rerank')}: key 'rerank': {args.rerank}")
+            if problem:
+                problems.append(problem)
+        if args.rerank_k < args.search_k:
+            problems.append(f"{args.source('rerank_k')}: key 'rerank_k': {args.rerank_k} is below search_k "
+                            f"({args.search_k}): the reranker orders at least the hits written")
+    return problems
