@@ -44,6 +44,7 @@ scripts = Registry(
         "xdpx.scripts.clean_checkpoints",
         "xdpx.scripts.average_checkpoints",
         "xdpx.scripts.merge_lora",
+        "xdpx.scripts.quantize",
         "xdpx.scripts.profile",
         "xdpx.scripts.confusion_matrix",
         "xdpx.scripts.calibrate",

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -96,9 +98,6 @@ def load_user_dir(path: str) -> None:
     Importing runs the user's registration decorators; it happens only because the user named the
     folder in a config, never implicitly.
     """
-    import os
-    import sys
-
     path = os.path.abspath(os.path.expanduser(path))
     if not os.path.isdir(path):
         raise FileNotFoundError(f"user_dir {path!r} is not a directory")
@@ -110,6 +109,7 @@ def load_user_dir(path: str) -> None:
 
 def load_entry_points() -> None:
     """Import installed plugins that declare the ``xdpx.plugins`` entry point group."""
+    # lazy: importlib.metadata (~40 ms): only when plugins are loaded; import xdpx stays light
     from importlib.metadata import entry_points
 
     for entry in entry_points(group="xdpx.plugins"):

@@ -29,27 +29,27 @@ def _commit() -> str:
 
 
 def _gpus() -> int:
-    import torch
+    import torch  # lazy: torch is heavy; import xdpx and every --help start without it
 
     return torch.cuda.device_count()
 
 
 def _cuda() -> bool:
-    import torch
+    import torch  # lazy: torch is heavy; import xdpx and every --help start without it
 
     return torch.cuda.is_available()
 
 
 def _fp16() -> bool:
     """fp16 mixed precision is worth it: a CUDA GPU with tensor cores (compute capability >= 7)."""
-    import torch
+    import torch  # lazy: torch is heavy; import xdpx and every --help start without it
 
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 7
 
 
 def _bf16() -> bool:
     """The hardware runs bf16 natively: an Ampere+ GPU, or a CPU with AVX512-BF16 or AMX."""
-    import torch
+    import torch  # lazy: torch is heavy; import xdpx and every --help start without it
 
     if torch.cuda.is_available():
         return torch.cuda.is_bf16_supported()

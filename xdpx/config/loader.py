@@ -26,10 +26,12 @@ import itertools
 import os
 import posixpath
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from xdpx import io
 from xdpx.config import builtins, syntax
 from xdpx.config.errors import ConfigError
 
@@ -78,8 +80,6 @@ class ConfigFileNotFound(ConfigError):
 
 def find_config_file(path: str, base_dir: str | None = None) -> str:
     """The file a config path names: extension optional, relative to ``base_dir`` then to the cwd."""
-    from xdpx import io
-
     path = os.path.expanduser(path)
     candidates = []
     if base_dir is not None and not _is_absolute(path):
@@ -120,8 +120,6 @@ def wrong_folder_hint(key: str, relative: str, file: str, extensions: tuple[str,
 
 def read_config_file(path: str) -> Any:
     """Parse an hjson/json file; duplicate keys are an error naming the file."""
-    from xdpx import io
-
     with io.open(path, "r") as f:
         text = f.read()
     return parse_hjson(text, path)
@@ -132,8 +130,6 @@ STDIN_NAME = "<stdin>"
 
 def read_stdin_config() -> Any:
     """The config given on standard input (``x-prepro - <<EOF``)."""
-    import sys
-
     text = sys.stdin.read()
     if not text.strip():
         raise ConfigError(f"{STDIN_NAME}: no config on standard input: give it after `-`, e.g.\n"

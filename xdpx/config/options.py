@@ -25,8 +25,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union, get_args, get_origin
 
+from xdpx import io
 from xdpx.config.errors import ConfigError
 from xdpx.config.ranges import Range
+from xdpx.registry import REGISTRIES
 
 MISSING: Any = type("MISSING", (), {"__repr__": lambda self: "(required)"})()
 
@@ -385,8 +387,6 @@ def _unknown_key_message(key: str, declared: dict[str, tuple[Option, str]], wher
 
 
 def _inactive_owner(key: str) -> str | None:
-    from xdpx.registry import REGISTRIES
-
     for family, registry in list(REGISTRIES.items()):
         for name, component in registry.items():
             options = getattr(component, "options", None)
@@ -397,8 +397,6 @@ def _inactive_owner(key: str) -> str | None:
 
 
 def _check_paths(args: Args, declared: dict[str, tuple[Option, str]], where: Callable[[str], str]) -> list[str]:
-    from xdpx import io
-
     errors = []
     for name, (option, _grp) in declared.items():
         value = args.get(name)

@@ -17,6 +17,7 @@ from typing import Any
 
 import hjson
 
+from xdpx import io
 from xdpx.config.options import Args
 from xdpx.io.credentials import redact
 
@@ -44,8 +45,6 @@ def format_args_py(args: Args) -> str:
 
 def read_args(path: str) -> dict[str, Any]:
     """The options of an args.py, flattened over groups (safe: ast.literal_eval)."""
-    from xdpx import io
-
     with io.open(path) as f:
         tree = ast.literal_eval(f.read())
     return {name: value for group in tree.values() for name, value in group.items()}
@@ -73,8 +72,6 @@ def masked_notice(names: list[str], files: str) -> str:
 
 def write_run_files(args: Args, directory: str, header: str = "") -> None:
     """args.py (after ``header``: comment lines such as the code version) and starter_config.hjson."""
-    from xdpx import io
-
     with io.open(io.join(directory, ARGS_FILE), "w") as f:
         f.write(redact(header) + format_args_py(args))
     with io.open(io.join(directory, STARTER_FILE), "w") as f:

@@ -29,7 +29,7 @@ def pad_multiple(args: Any) -> int:
     pads as the run it continues."""
     if not (args.get("fp16") or args.get("bf16")) or args.get("cpu"):
         return 1
-    import torch
+    import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
     return 8 if torch.cuda.is_available() else 1
 
@@ -55,7 +55,7 @@ class BertProcessor(Processor):
         self.cls_index, self.sep_index = indices[args.cls_word], indices[args.sep_word]
 
     def join(self, parts: list[Any]) -> dict[str, Any]:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         cls, sep = [self.cls_index], [self.sep_index]
         if len(parts) == 1:  # the common case, kept to one concatenate
@@ -72,7 +72,7 @@ class BertProcessor(Processor):
 
     def pad(self, arrays: list[Any], pad_value: int | None = None) -> Any:
         """Pad to the longest sample, rounded up to pad_multiple (8 under fp16/bf16 on a GPU)."""
-        import torch
+        import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
         padded = super().pad(arrays, pad_value)
         extra = -padded.size(1) % self.pad_multiple
@@ -82,7 +82,7 @@ class BertProcessor(Processor):
         return padded
 
     def collate(self, samples: list[dict[str, Any]]) -> dict[str, Any]:
-        import torch
+        import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
         input_ids = self.pad([s["input_ids"] for s in samples])
         net_input = {"input_ids": input_ids,
@@ -157,7 +157,7 @@ class BertLMProcessor(BertProcessor):
         return [args.cls_word, args.sep_word, args.mask_word]
 
     def __init__(self, args: Any, data_dir: str | None = None) -> None:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         super().__init__(args, data_dir)
         self.mask_index = self.dictionary.special_index(args.mask_word)
@@ -173,7 +173,7 @@ class BertLMProcessor(BertProcessor):
         return self.max_len - self.specials
 
     def build_sample(self, ids: list[Any]) -> tuple[dict[str, Any], bool]:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         room = self.block_room
         block = ids[0][:room]
@@ -183,7 +183,7 @@ class BertLMProcessor(BertProcessor):
         return BlockAssembler(self, break_mode)
 
     def mask(self, ids: Any, sample_id: int) -> tuple[Any, Any]:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         rng = np.random.default_rng([self.seed, self.epoch, int(sample_id)])
         ids = np.array(ids, dtype=np.int64)
@@ -233,7 +233,7 @@ class BertPretrainProcessor(BertLMProcessor):
 
     def segments(self, ids: Any, sample_id: int) -> tuple[Any, Any, int]:
         """(input_ids, token_type_ids, swapped) of one stored block."""
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         rng = np.random.default_rng([self.seed, self.epoch, int(sample_id), 1])  # apart from the mask stream
         body = np.asarray(ids[1:-1], dtype=np.int64)
@@ -262,7 +262,7 @@ class ChineseWords:
     ``continuation(ids)`` marks the tokens that continue a word (as ## does for WordPiece)."""
 
     def __init__(self, tokens: list[str]) -> None:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         jieba = require("jieba", "word_segmenter: jieba")
         jieba.setLogLevel(60)
@@ -271,7 +271,7 @@ class ChineseWords:
         self.is_char = np.array([len(t) == 1 and "\u4e00" <= t <= "\u9fff" for t in tokens], dtype=bool)
 
     def continuation(self, ids: Any) -> Any:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         chars = self.is_char[ids]
         out = np.zeros(len(ids), dtype=bool)
@@ -295,7 +295,7 @@ class BlockAssembler:
         self.size = 0
 
     def _emit(self) -> list[Any]:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         if not self.current:
             return []

@@ -61,7 +61,7 @@ class BiEncoderFields:
 
     def collate(self, samples: list[dict[str, Any]]) -> dict[str, Any]:
         """``net_input``: ``tokens1`` [B, T1], and ``tokens2`` / ``tokens3`` when every sample has them."""
-        import torch
+        import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
         present = [f for f in FIELDS if samples and all(f in s for s in samples)]
         net_input = {f: self.pad([s[f] for s in samples]) for f in present}
@@ -93,7 +93,7 @@ class BertBiEncoderProcessor(BiEncoderFields, BertProcessor):
         self.setup_texts(args)
 
     def wrap(self, ids: Any) -> tuple[Any, bool]:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         room = self.max_len - 2
         return np.concatenate(([self.cls_index], ids[:room], [self.sep_index])), len(ids) > room

@@ -20,6 +20,7 @@ texts the student was made from: ``batch['texts']`` holds them (a list per sampl
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from xdpx.config.options import Option, Rule
@@ -50,8 +51,6 @@ class TextWithLogits(str):
 
 
 def parse_logits(cells: list[str]) -> tuple[float, ...]:
-    import math
-
     values = []
     for cell in cells:
         try:
@@ -120,7 +119,7 @@ class WithLogitsProcessor:
         self.extra_fields = (LOGITS_FIELD, *(self.text_fields if args.get("keep_texts") else ()))
 
     def numerize_batch(self, texts: Any) -> list[tuple[dict[str, Any], bool] | None]:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         built = super().numerize_batch(texts)  # type: ignore[misc]
         for record, sample in zip(texts, built):
@@ -136,7 +135,7 @@ class WithLogitsProcessor:
     def collate_targets(self, samples: list[dict[str, Any]]) -> Any:
         """Class ids, IGNORE_INDEX (-100) for a sample without a label (an unlabelled corpus in the
         training splits: its loss is the soft part alone)."""
-        import torch
+        import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
         if not samples or not any("target" in s for s in samples):
             return None
@@ -147,8 +146,8 @@ class WithLogitsProcessor:
     def collate(self, samples: list[dict[str, Any]]) -> dict[str, Any]:
         """The batch of the base processor, plus ``teacher_logits`` (float32 ``[B, num_logits]``) when every
         sample has them and ``texts`` (the raw texts, a list per sample) when they were kept."""
-        import numpy as np
-        import torch
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
+        import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
         batch = super().collate(samples)  # type: ignore[misc]
         rows = [s.get(LOGITS_FIELD) for s in samples]

@@ -27,7 +27,7 @@ def embedding_words(path: str) -> set[str]:
 def write_embeddings(path: str, dictionary: Dictionary, out_path: str, seed: int) -> int:
     """Rows of known words copied, the others drawn from N(0, std of the file) with ``seed``, pad row 0.
     Returns how many vocabulary words the file had."""
-    import numpy as np
+    import numpy as np  # lazy: x-prepro --dry starts without numpy
 
     found: dict[int, list[float]] = {}
     dim = None

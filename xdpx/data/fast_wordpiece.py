@@ -58,7 +58,7 @@ class PieceCache:
     """
 
     def __init__(self, encode_plain: Callable[[list[str]], list[list[int]]], max_pieces: int = 200_000) -> None:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         self.encode_plain = encode_plain
         self.max_pieces = max_pieces
@@ -77,7 +77,7 @@ class PieceCache:
             self.table[ord(c)] = ids[0] if len(ids) == 1 else DROPPED if not ids else MULTI
 
     def encode_batch(self, texts: list[str]) -> list[object]:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         if not texts:
             return []

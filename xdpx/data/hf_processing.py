@@ -38,7 +38,7 @@ class Template:
         self.specials = sum(1 for kind, _, _ in self.parts if kind == "special")
 
     def join(self, texts: list[Any]) -> dict[str, Any]:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         ids, types = [], []
         for kind, value, token_type in self.parts:

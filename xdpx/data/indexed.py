@@ -39,7 +39,7 @@ class IndexedWriter:
     """Streams variable-length id sequences to ``prefix.bin`` / ``prefix.idx`` (local staging paths)."""
 
     def __init__(self, prefix: str, dtype: str) -> None:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         self.prefix, self.dtype = prefix, np.dtype(dtype)
         self.bin = io.open(prefix + ".bin", "wb")
@@ -48,7 +48,7 @@ class IndexedWriter:
         self.offsets.write(np.zeros(1, dtype=np.int64).tobytes())
 
     def add_many(self, flat: Any, lengths: Any) -> None:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         flat = np.asarray(flat)
         if len(flat) and self.dtype.kind in "iu" and (flat.min() < 0 or flat.max() > np.iinfo(self.dtype).max):
@@ -72,20 +72,20 @@ class ScalarWriter:
     the multi-hot targets of target_type multilabel, an ``[N, width]`` array)."""
 
     def __init__(self, prefix: str, dtype: str, width: int | None = None) -> None:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         self.prefix, self.dtype, self.count, self.width = prefix, np.dtype(dtype), 0, width
         self.part = io.open(prefix + ".npy.part", "wb")
 
     def add_many(self, values: Any) -> None:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         values = np.asarray(values, dtype=self.dtype)
         self.part.write(values.tobytes())
         self.count += len(values)
 
     def close(self) -> None:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         self.part.close()
         with io.open(self.prefix + ".npy", "wb") as f:
@@ -100,7 +100,7 @@ class IndexedArray:
     """Read side of :class:`IndexedWriter`: ``len()``, ``arr[i]`` (a numpy view), ``sizes``."""
 
     def __init__(self, prefix: str) -> None:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         idx_path = _local(prefix + ".idx")
         with io.open(idx_path, "rb") as f:
@@ -122,13 +122,13 @@ class IndexedArray:
 
     @property
     def sizes(self) -> Any:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         return np.diff(self.offsets)
 
 
 def load_scalars(path: str) -> Any:
-    import numpy as np
+    import numpy as np  # lazy: x-prepro --dry starts without numpy
 
     return np.load(_local(path), mmap_mode="r")
 

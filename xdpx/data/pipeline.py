@@ -19,9 +19,11 @@ from typing import Any
 
 from xdpx import io
 from xdpx.config.errors import ConfigError
+from xdpx.config.writers import ARGS_FILE, format_args_py
 from xdpx.data import parsers, tokenizers
 from xdpx.data.composition import build_loader, processor_class
 from xdpx.data.dictionary import Dictionary, write_vocab
+from xdpx.data.embeddings import embedding_words, write_embeddings
 from xdpx.data.errors import BadLine, too_many_bad_lines
 from xdpx.data.indexed import IndexedWriter, ScalarWriter, narrowest_dtype
 from xdpx.data.label_spellings import FirstSeen, checked_counts
@@ -179,8 +181,6 @@ class Prepro:
         if missing:
             raise PreproError(f"the vocabulary lacks {missing}, which processor {args.processor!r} needs")
         if args.get("pretrained_embeddings"):
-            from xdpx.data.embeddings import write_embeddings
-
             found = write_embeddings(args.pretrained_embeddings, dictionary, os.path.join(stage, EMBEDDINGS_FILE),
                                      args.seed)
             self.say(f"embeddings: {found} of {len(dictionary)} words found in {args.pretrained_embeddings}")
@@ -207,8 +207,6 @@ class Prepro:
         if need_vocab:
             always: set[str] = set()
             if args.get("pretrained_embeddings") and args.ignore_in_emb:
-                from xdpx.data.embeddings import embedding_words
-
                 always = embedding_words(args.pretrained_embeddings)
             dictionary = Dictionary.build(token_counts, args.pad_word, args.unk_word, args.threshold, args.nwords,
                                           always, self.processor_cls.special_words(args))
@@ -251,7 +249,7 @@ class Prepro:
 
     # ---- one split -------------------------------------------------------------------------------
     def encode_split(self, stage: str, split: str, files: list[str]) -> tuple[int, str]:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         args = self.args
         processor = self.processor_cls(args, data_dir=stage)
@@ -322,7 +320,7 @@ class Prepro:
                               f"{stats['duplicates']} duplicates)")
 
     def blocks_to_fields(self, processor: Any, blocks: list[Any], stats: Counter[str]) -> dict[str, Any]:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         built = []
         for block in blocks:
@@ -371,7 +369,6 @@ class Prepro:
             for name in (VOCAB_FILE, TARGET_MAP_FILE, EMBEDDINGS_FILE, TOKENIZER_JSON):
                 if os.path.exists(os.path.join(stage, name)):
                     io.copy(os.path.join(stage, name), io.join(args.data_dir, name))
-            from xdpx.config.writers import ARGS_FILE, format_args_py
 
             with io.open(io.join(args.data_dir, ARGS_FILE), "w") as f:
                 f.write(format_args_py(args))

@@ -11,9 +11,12 @@ from typing import Any
 from xdpx.command import Command, commands
 from xdpx.config.options import Args, Option, Rule
 from xdpx.config.ranges import at_least, exactly
-from xdpx.data.errors import MAX_BAD_FRACTION
+from xdpx.data import loaders, processors, tokenizers
+from xdpx.data.composition import processor_class
+from xdpx.data.errors import MAX_BAD_FRACTION, BadLine
 from xdpx.data.label_spellings import ALLOW_LABEL_VARIANTS
 from xdpx.data.meta import PROCESSING_OPTIONS
+from xdpx.data.pipeline import Prepro, PreproError, plan
 from xdpx.data.splits import same_folder
 from xdpx.data.tokenizing import tokenizer_dir_problem
 from xdpx.errors import UserError
@@ -22,17 +25,12 @@ from xdpx.io.credentials import redact
 
 
 def _component(registry_name: str, name: str) -> Any:
-    from xdpx.data import loaders, processors, tokenizers
-
     registry = {"processor": processors, "loader": loaders, "tokenizer": tokenizers}[registry_name]
     return registry.get(name) if name in registry else None
 
 
 def _processor(args: Any) -> Any:
     """The processor class the options build (special_tokens frames a shape), None for an unknown name."""
-    from xdpx.data import processors
-    from xdpx.data.composition import processor_class
-
     return processor_class(args) if args.processor in processors else None
 
 
@@ -117,9 +115,6 @@ class PreproCommand(Command):
         return list(PREPRO_OPTIONS)
 
     def run(self, args: Args, dry: bool = False) -> None:
-        from xdpx.data.errors import BadLine
-        from xdpx.data.pipeline import Prepro, PreproError, plan
-
         # one writer per data_dir: a second x-prepro (or the same one run twice) is refused, naming the first
         where = f"{args.source('data_dir')}: key 'data_dir': x-prepro refuses to write {redact(args.data_dir)!r}"
         try:

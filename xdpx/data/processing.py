@@ -63,7 +63,7 @@ class Processor:
     # ---- text -> ids ---------------------------------------------------------------------------
     def ids_batch(self, texts: list[str]) -> list[Any]:
         """Token ids of each text (no special tokens), as numpy int arrays."""
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         if self.tokenizer.has_own_vocab:
             return [np.asarray(ids, dtype=np.int64) for ids in self.tokenizer.ids_batch(texts)]
@@ -89,7 +89,7 @@ class Processor:
         if self.target_map is None:
             raise ValueError("this data_dir has no target_map.txt: it holds no labelled data")
         if self.target_type == "multilabel":  # a multi-hot row over the target map
-            import numpy as np
+            import numpy as np  # lazy: x-prepro --dry starts without numpy
 
             row = np.zeros(len(self.target_map), dtype=np.uint8)
             row[self.target_map.encode_set(label_names(label, self.args))] = 1
@@ -131,8 +131,8 @@ class Processor:
         self.epoch = epoch
 
     def pad(self, arrays: list[Any], pad_value: int | None = None) -> Any:
-        import numpy as np
-        import torch
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
+        import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
         width = max((len(a) for a in arrays), default=0)
         out = np.full((len(arrays), width), self.pad_index if pad_value is None else pad_value, dtype=np.int64)
@@ -141,12 +141,12 @@ class Processor:
         return torch.from_numpy(out)
 
     def collate_targets(self, samples: list[dict[str, Any]]) -> Any:
-        import torch
+        import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
         if not samples or "target" not in samples[0]:
             return None
         if self.target_type == "multilabel":  # multi-hot rows [B, C], float for the sigmoid loss
-            import numpy as np
+            import numpy as np  # lazy: x-prepro --dry starts without numpy
 
             return torch.from_numpy(np.stack([np.asarray(s["target"]) for s in samples]).astype(np.float32))
         dtype = torch.float32 if self.target_type == "regression" else torch.long
@@ -154,7 +154,7 @@ class Processor:
 
     def collate(self, samples: list[dict[str, Any]]) -> dict[str, Any]:
         """{'net_input': {field: LongTensor [B, T]}, 'target', 'id', 'nsamples', 'ntokens'}."""
-        import torch
+        import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
         net_input = {f: self.pad([s[f] for s in samples]) for f in self.fields}
         return {"net_input": net_input, "target": self.collate_targets(samples),

@@ -241,6 +241,7 @@ class ExcelParser(TableParser):
             book.close()
 
     def _rows(self, sheet: Any, path: str, sheet_name: str) -> Iterator[tuple[int, Any]]:
+        # lazy: optional package openpyxl (excel extra)
         from openpyxl.utils import get_column_letter as letter
 
         rows = sheet.iter_rows()

@@ -12,6 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from xdpx.config.options import Args
+from xdpx.data import parsers, tokenizers
+from xdpx.data.composition import build_loader, build_processor
 from xdpx.data.errors import BadLine, count_skipped, decode_utf8
 from xdpx.data.loading import Layout
 from xdpx.data.parsing import JsonValue
@@ -46,10 +49,6 @@ class ChunkWorker:
     per process from plain option values; the processor reads the staged vocab.txt when first needed."""
 
     def __init__(self, values: dict[str, Any], stage_dir: str | None) -> None:
-        from xdpx.config.options import Args
-        from xdpx.data import parsers
-        from xdpx.data.composition import build_loader
-
         args = Args(values, {}, set(), {})
         self.args, self.stage_dir = args, stage_dir
         self.parser = parsers.get(args.parser)(args)
@@ -61,16 +60,12 @@ class ChunkWorker:
     @property
     def tokenizer(self) -> Any:
         if self._tokenizer is None:
-            from xdpx.data import tokenizers
-
             self._tokenizer = tokenizers.get(self.args.tokenizer)(self.args, self.args.get("vocab_file"))
         return self._tokenizer
 
     @property
     def processor(self) -> Any:
         if self._processor is None:
-            from xdpx.data.composition import build_processor
-
             self._processor = build_processor(self.args, data_dir=self.stage_dir)
         return self._processor
 
@@ -110,7 +105,7 @@ class ChunkWorker:
         return result
 
     def encode(self, job: Any) -> EncodeResult:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry starts without numpy
 
         stats: Counter[str] = Counter()
         records = self.records(job, stats)

@@ -219,6 +219,12 @@ def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> Lo
     from xdpx.runtime.seeding import seed_everything
 
     run_args = run_args if run_args is not None else run_options(args)
+    # lazy: an int8 folder of x-script quantize, or backend: onnx (xdpx/inference/backends.py imports this module)
+    from xdpx.inference.backends import load_backend
+
+    special = load_backend(args, run_args, say)
+    if special is not None:
+        return special
     if args.cuda and not torch.cuda.is_available():
         raise UserError("cuda: true but no GPU is available (torch.cuda.is_available() is False): set cuda: false")
     # under torchrun each process uses its own GPU (LOCAL_RANK)

@@ -55,6 +55,10 @@ LOAD_OPTIONS: list[Any] = [
            doc="compile the model with torch.compile (inductor): pays on large inputs, costs a compilation "
                "per new batch shape first; without a C++ compiler a warning is logged and it runs eagerly"),
     TRUST_USER_DIR,
+    Option("backend", str, default=None, choices=["torch", "onnx"],
+           doc="what runs the forward passes of an int8 model of x-script quantize: torch (dynamic int8 Linear / "
+               "LSTM layers) or onnx (its int8 ONNX model through onnxruntime); null: the faster one as quantize "
+               "measured it. A run directory of x-train runs on torch"),
     Rule(lambda a: (a.save_dir is None) != (a.config is None),
          "set exactly one of save_dir (a run directory) and config (a training config)",
          keys=("save_dir", "config")),

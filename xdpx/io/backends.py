@@ -69,6 +69,7 @@ def put_file(local: str, url: str, bar: Any, size: int | None = None) -> None:
 def _put_memory(fs: Any, local: str, p: str, bar: Any) -> None:
     # fsspec's memory put_file publishes an empty file first and fills it in place, so readers could see
     # a partial file; one dict assignment of a complete file is atomic.
+    # lazy: fsspec is heavy (~0.2 s); import xdpx and x-io --help start without it
     from fsspec.implementations.memory import MemoryFile
 
     with open(local, "rb") as f:

@@ -36,6 +36,8 @@ import stat
 import threading
 from typing import Any
 
+import hjson
+
 from xdpx.errors import UserError
 
 from .paths import CANONICAL_PROTOCOL, split_protocol
@@ -78,8 +80,6 @@ def _load(path: str) -> dict[str, dict[str, Any]]:
     with builtins.open(path, encoding="utf-8") as f:
         text = f.read()
     try:
-        import hjson
-
         data = hjson.loads(text)
     except Exception as e:  # the parser's message may quote a line holding a secret: only its position
         raise BucketsError(f"{path}: not valid hjson/JSON (line {getattr(e, 'lineno', '?')})") from None

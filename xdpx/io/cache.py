@@ -46,7 +46,7 @@ def _fingerprint(meta: dict[str, Any]) -> dict[str, str]:
 @contextmanager
 def _locked(lock_path: str) -> Iterator[None]:
     try:
-        import fcntl
+        import fcntl  # lazy: fcntl is POSIX only; Windows goes without the lock
     except ImportError:  # Windows: no advisory locks; the atomic renames still prevent torn files
         yield
         return

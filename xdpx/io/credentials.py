@@ -124,6 +124,7 @@ def _read_config_file(path: PathLike, named_by: str = "") -> dict[str, dict[str,
         data = json.loads(text)
     except ValueError:
         try:
+            # lazy: hjson only for an io config that is not plain JSON; its ImportError names the fix
             import hjson
         except ImportError:
             raise IoConfigError(f"{where}io config {fname} is not valid JSON (install hjson to use hjson)") from None

@@ -64,7 +64,7 @@ def make_bar(size: int | None, desc: str, progress: bool | None = None) -> Any:
     """A tqdm bar in bytes on the current ``sys.stderr``, or a no-op bar when none should show."""
     if not should_show(size, progress):
         return _NullBar()
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: tqdm (~70 ms): only when a bar shows; import xdpx starts without it
 
     if len(desc) > 40:
         desc = "..." + desc[-37:]
@@ -85,6 +85,7 @@ def fsspec_callback(bar: Any) -> Any:
 
     The bar's total is never changed here: copytree shares one bar over many files.
     """
+    # lazy: fsspec is heavy (~0.2 s); import xdpx and x-io --help start without it
     from fsspec.callbacks import Callback
 
     class _BarCallback(Callback):

@@ -10,7 +10,12 @@ Typical pytest fixture (see tests/io/conftest.py)::
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
 from typing import Any
+
+from . import credentials, exists, makedirs
 
 FAKE_KEY = "testing-key-id"
 FAKE_SECRET = "testing-secret-value"
@@ -25,9 +30,7 @@ def start_moto_server() -> tuple[Any, str]:
 
     Call ``server.stop()`` when done. Needs ``moto[server]``.
     """
-    import logging
-
-    from moto.server import ThreadedMotoServer
+    from moto.server import ThreadedMotoServer  # lazy: optional test package moto[server]
 
     # werkzeug logs every request to stderr; that noise would bury test output.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -52,8 +55,6 @@ def use_s3_endpoint(endpoint_url: str, bucket: str | None = None) -> None:
 
     Environment variables are left alone: set :func:`fake_aws_env` with the test's monkeypatch.
     """
-    from . import credentials, exists, makedirs
-
     global current_endpoint
     current_endpoint = endpoint_url
     credentials.set_storage_options(
@@ -68,8 +69,6 @@ def use_s3_endpoint(endpoint_url: str, bucket: str | None = None) -> None:
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (for a server a test starts: PostgreSQL, Slurm, a rendezvous)."""
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -78,9 +77,7 @@ def free_port() -> int:
 def unavailable(required_by: str, reason: str) -> None:
     """Skip the calling test because ``reason``; fail it instead where the environment variable
     ``required_by`` is "1" (CI sets it where it installs the server, so a missing one cannot pass silently)."""
-    import os
-
-    import pytest
+    import pytest  # lazy: pytest: test extra, only when a test is skipped or failed
 
     if os.environ.get(required_by) == "1":
         pytest.fail(f"{required_by}=1 but {reason}", pytrace=False)

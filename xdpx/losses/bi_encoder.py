@@ -34,6 +34,8 @@ from xdpx.losses.gather import gather_rows, world_size
 from xdpx.losses.grad_cache import cached_embeddings
 from xdpx.losses.matryoshka import MATRYOSHKA_OPTIONS, over_widths, widths
 from xdpx.metrics.ir import corpus_metric_names
+from xdpx.metrics.predictions import _numpy
+from xdpx.metrics.retrieval import retrieval_metrics
 from xdpx.models.choice import head_name
 
 RECALL_AT = Option("recall_at", list[int], default=[1, 10], validate=at_least(1, min_items=1),
@@ -85,9 +87,6 @@ class BiEncoderLoss(Loss):
         return loss_sum, size, step_logs(loss_sum, size, size, outputs)
 
     def compute_metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
-        from xdpx.metrics.predictions import _numpy
-        from xdpx.metrics.retrieval import retrieval_metrics
-
         num_texts = 3 if self.args.get("loader") == "triplet" else 2
         ks = list(self.args.recall_at)
         out = retrieval_metrics(logits, targets, num_texts, ks)
@@ -202,15 +201,11 @@ class EmbeddingFormat:
 
     @staticmethod
     def split(outputs: Any) -> Any:
-        import numpy as np
-
         outputs = np.asarray(outputs, dtype=np.float32)
         return outputs if outputs.ndim == 3 else outputs.reshape(len(outputs), 1, -1)
 
     @staticmethod
     def cosine(vectors: Any) -> Any:
-        import numpy as np
-
         a, b = vectors[:, 0].astype(np.float64), vectors[:, 1].astype(np.float64)
         return (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
 
@@ -222,8 +217,6 @@ class EmbeddingFormat:
                 for i in range(len(vectors))]
 
     def arrays(self, outputs: Any, numbers: list[int]) -> dict[str, Any]:
-        import numpy as np
-
         vectors = self.split(outputs)
         out: dict[str, Any] = {"record": np.asarray(numbers, dtype=np.int64),
                                "embeddings": vectors[:, 0] if vectors.shape[1] == 1 else vectors}

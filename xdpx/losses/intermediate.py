@@ -24,6 +24,7 @@ from xdpx.config.options import Option
 from xdpx.config.ranges import at_least
 from xdpx.losses import losses
 from xdpx.losses.distill import DISTILL_OPTIONS, DistillLoss
+from xdpx.models.distill_modules import BertInternals, project
 
 
 def default_layer_map(student_layers: int, teacher_layers: int) -> list[int]:
@@ -62,7 +63,6 @@ class TinyBertLoss(DistillLoss):
         teacher = batch.get("teacher_internals") if model.training else None
         if teacher is None:
             return super().__call__(model, batch, keep_outputs)
-        from xdpx.models.distill_modules import BertInternals
 
         with BertInternals(model, attention=self.wants_attention()) as student:
             loss_sum, sample_size, logs = super().__call__(model, batch, keep_outputs)
@@ -77,8 +77,6 @@ class TinyBertLoss(DistillLoss):
         pairs = [(0, 0), *((i + 1, t) for i, t in enumerate(layer_map))]
         per_sample = torch.zeros(mask.size(0), device=mask.device)
         if float(self.args.hidden_weight) > 0:
-            from xdpx.models.distill_modules import project
-
             hidden = torch.stack([self.hidden_error(project(model, student.hidden[s]), teacher.hidden[t], mask)
                                   for s, t in pairs]).mean(0)
             per_sample = per_sample + float(self.args.hidden_weight) * hidden

@@ -21,6 +21,7 @@ from xdpx.config.ranges import at_least
 from xdpx.data.processing import IGNORE_INDEX
 from xdpx.losses import losses
 from xdpx.losses.base import Loss, major_metric_rule, step_logs
+from xdpx.metrics.mlm import mlm_metrics
 
 PERPLEXITY_RULE = Rule(lambda a: a.major_metric != "mlm_perplexity" or not a.ascending_metric,
                        "mlm_perplexity is lower-is-better: set ascending_metric: false",
@@ -55,8 +56,6 @@ class MaskedLMLoss(Loss):
         return loss_sum, sample_size, step_logs(loss_sum, int(target.size(0)), sample_size, outputs)
 
     def compute_metrics(self, rows: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
-        from xdpx.metrics.mlm import mlm_metrics
-
         return mlm_metrics(rows.double().cpu().numpy(), self.kinds)
 
 

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
 from xdpx import io
 from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import above, in_range
+from xdpx.data.processing import TARGET_MAP_FILE
+from xdpx.data.targets import TargetMap
+from xdpx.errors import UserError
 from xdpx.losses import losses
 from xdpx.losses.base import Loss
+from xdpx.metrics.multilabel import MULTILABEL_METRIC_NAMES, multilabel_metrics, sigmoid, thresholds_for
 
 MULTILABEL_METRICS = "micro_f1, macro_f1, samples_f1, subset_accuracy, hamming_loss (ascending_metric: false)"
 
 
 def _major_metric_ok(args: Any) -> bool:
-    from xdpx.metrics.multilabel import MULTILABEL_METRIC_NAMES
-
     return args.major_metric == "loss" or args.major_metric in MULTILABEL_METRIC_NAMES
 
 
@@ -66,9 +69,6 @@ class MultilabelBCE(Loss):
     # ---- evaluation: the decisions and the metrics of a whole split ----------------------------------
     def labels(self, num_labels: int) -> list[str]:
         """The label names in target-map order: the run directory's target_map.txt, else the data_dir's."""
-        from xdpx.data.processing import TARGET_MAP_FILE
-        from xdpx.data.targets import TargetMap
-
         for folder in (self.args.get("save_dir"), self.args.get("data_dir")):
             path = io.join(folder, TARGET_MAP_FILE) if folder else None
             if path and io.exists(path):
@@ -78,19 +78,13 @@ class MultilabelBCE(Loss):
         return [f"label{k}" for k in range(num_labels)]
 
     def thresholds(self, labels: list[str]) -> Any:
-        from xdpx.metrics.multilabel import thresholds_for
-
         unknown = sorted(set(self.args.get("label_thresholds") or {}) - set(labels))
         if unknown:
-            from xdpx.errors import UserError
-
             raise UserError(f"label_thresholds names {unknown}, which are not labels of this run ({labels[:10]}): "
                             "fix the names (they are the lines of target_map.txt)")
         return thresholds_for(labels, self.args.decision_threshold, self.args.get("label_thresholds"))
 
     def compute_metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
-        from xdpx.metrics.multilabel import multilabel_metrics
-
         labels = self.labels(int(logits.shape[1]))
         return multilabel_metrics(logits, targets, labels, self.thresholds(labels))
 
@@ -120,8 +114,6 @@ class MultilabelFormat:
         return ["predict"] + [f"prob_{label}" for label in self.labels]
 
     def probabilities(self, outputs: Any) -> Any:
-        from xdpx.metrics.multilabel import sigmoid
-
         return sigmoid(outputs)
 
     def chosen(self, probabilities: Any) -> list[list[str]]:
@@ -135,8 +127,6 @@ class MultilabelFormat:
                 for chosen, row in zip(self.chosen(probabilities), probabilities)]
 
     def arrays(self, outputs: Any, numbers: list[int]) -> dict[str, Any]:
-        import numpy as np
-
         out: dict[str, Any] = {"record": np.asarray(numbers, dtype=np.int64)}
         if self.distill:
             out["logits"] = np.asarray(outputs, dtype=np.float32)

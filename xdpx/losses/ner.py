@@ -25,6 +25,7 @@ from xdpx.data.processing import IGNORE_INDEX, TARGET_MAP_FILE, find_target_map
 from xdpx.losses import losses
 from xdpx.losses.base import Loss, step_logs
 from xdpx.metrics import metric_names
+from xdpx.metrics.entities import PER_TYPE_PREFIX, entity_metrics, entity_types
 
 ENTITY_METRICS = "entity_f1, entity_precision, entity_recall, token_accuracy, entity_f1_<TYPE> (e.g. entity_f1_PER)"
 
@@ -89,8 +90,6 @@ class TokenCrossEntropy(Loss):
 
     def check_major_metric(self) -> None:
         """entity_f1_<TYPE> must name a type of the target map (known once data_dir exists, before any work)."""
-        from xdpx.metrics.entities import PER_TYPE_PREFIX, entity_types
-
         name = self.args.get("major_metric") or ""
         if not name.startswith(PER_TYPE_PREFIX):
             return
@@ -129,6 +128,4 @@ class TokenCrossEntropy(Loss):
         return self._labels
 
     def compute_metrics(self, rows: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
-        from xdpx.metrics.entities import entity_metrics
-
         return entity_metrics(rows.cpu().numpy(), targets.cpu().numpy(), self.labels())

@@ -29,6 +29,7 @@ def metric_names(kinds: tuple[str, ...]) -> list[str]:
 
 def compute_metrics(logits: Any, targets: Any, args: Any) -> dict[str, float]:
     """Every metric that applies to these predictions; see :mod:`xdpx.metrics.predictions`."""
+    # lazy: predictions needs numpy (x-train --help lists metric names without it) and imports this registry
     from xdpx.metrics.predictions import Predictions
 
     predictions = Predictions.from_outputs(logits, targets, args)

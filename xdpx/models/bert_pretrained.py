@@ -17,8 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as load_safetensors
+
 from xdpx import io
 from xdpx.errors import UserError
+from xdpx.models.checkpoints import CheckpointError, load_weights, resolve_checkpoint
+from xdpx.models.hf_hub import local_pretrained
+from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # Buffers some checkpoints carry that are not parameters of ours (recomputed in forward).
@@ -32,8 +39,6 @@ def _user_error(message: str) -> Exception:
 
 def weights_file(path: str) -> str:
     """The weights file behind ``path`` (a directory's model.safetensors / pytorch_model.bin, an alias)."""
-    from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
-
     if io.isdir(path):
         for name in WEIGHT_FILES:
             if io.exists(io.join(path, name)):
@@ -48,18 +53,11 @@ def weights_file(path: str) -> str:
 
 def read_weights(path: str, from_tf: bool = False) -> dict[str, Any]:
     """``{name: tensor}`` from any of the supported forms (safetensors or torch.load(weights_only=True))."""
-    import torch
-
     if from_tf:
-        # numpy only at import; a missing TensorFlow is one line from read_tf_bert_checkpoint (the [tf] extra)
-        from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint
-
+        # TensorFlow is imported by read_tf_bert_checkpoint: a missing one is a one-line error (the [tf] extra)
         return {k: torch.from_numpy(v.copy()) for k, v in read_tf_bert_checkpoint(path).items()}
     file = weights_file(path)
     if file.endswith(".safetensors"):
-        from safetensors import SafetensorError
-        from safetensors.torch import load as load_safetensors
-
         with io.open(file, "rb") as f:
             data = f.read()
         try:
@@ -67,7 +65,6 @@ def read_weights(path: str, from_tf: bool = False) -> dict[str, Any]:
         except SafetensorError as e:  # a cut file or a damaged header
             raise _user_error(f"{file} is not a readable safetensors file: it is truncated or corrupt "
                               f"({type(e).__name__}: {e})") from None
-    from xdpx.models.checkpoints import load_weights
 
     return dict(load_weights(file))
 
@@ -87,9 +84,6 @@ def normalise_keys(weights: dict[str, Any], own_keys: set[str]) -> dict[str, Any
 
 def load_into(model: Any, path: str, from_tf: bool = False, log: Callable[[str], Any] = print) -> dict[str, list[str]]:
     """Load ``path`` into ``model`` (strict=False); log and return the missing and unexpected keys."""
-    from xdpx.models.checkpoints import CheckpointError
-    from xdpx.models.hf_hub import local_pretrained
-
     own = model.state_dict()
     try:  # a Hugging Face Hub name: the snapshot folder in the local cache
         local = local_pretrained(path) if not from_tf else path

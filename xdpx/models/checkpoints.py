@@ -15,7 +15,9 @@ may be another run's checkpoint; x-train writes these files, every loading comma
 from __future__ import annotations
 
 import json
+import pickle
 import re
+import warnings
 from typing import Any
 
 from xdpx import io
@@ -82,7 +84,7 @@ def resolve_checkpoint(path: str) -> str:
 
 def save_torch(obj: Any, path: str) -> None:
     """torch.save through xdpx.io: the file appears complete or not at all."""
-    import torch
+    import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
     with io.open(path, "wb") as f:
         torch.save(obj, f)
@@ -91,8 +93,6 @@ def save_torch(obj: Any, path: str) -> None:
 def _unreadable(path: str, error: Exception) -> Exception:
     """One clear line for a file torch.load refuses. torch's own text advises weights_only=False, which
     would run whatever code the file holds: that advice is never passed on."""
-    import pickle
-
     text = str(error)
     # A file cut within its first bytes is read as a (legacy) pickle whose first byte is no opcode at all:
     # that is damage, not a refused object.
@@ -116,10 +116,7 @@ def _unreadable(path: str, error: Exception) -> Exception:
 def load_torch(path: str) -> Any:
     """torch.load with weights_only=True (no code runs on load), from any xdpx.io path. A corrupt,
     truncated or code-carrying file raises a UserError naming the path."""
-    import pickle
-    import warnings
-
-    import torch
+    import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
     with io.open(path, "rb") as f:
         try:

@@ -16,7 +16,10 @@ from functools import lru_cache
 from typing import Any
 
 from xdpx import io
+from xdpx.config.errors import ConfigError
+from xdpx.config.writers import read_args
 from xdpx.models.checkpoints import CheckpointError
+from xdpx.utils.optional import require
 
 # owner/name as the Hub spells repositories (letters, digits, - _ .); a bare name (bert-base-uncased) too
 HUB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?$")
@@ -39,12 +42,11 @@ def local_pretrained(path: str, key: str = "pretrained_model") -> str:
     is the option the path came from (pretrained_model, x-prepro's tokenizer_dir): the message names it."""
     if io.is_remote(path) or "<" in path or io.exists(path) or not looks_like_hub_name(path):
         return path
-    from xdpx.utils.optional import require
 
     require("transformers", f"{key} {path!r} (a Hugging Face Hub name)")
-    import huggingface_hub
-    from huggingface_hub.errors import LocalEntryNotFoundError
-    from huggingface_hub.utils import HFValidationError
+    import huggingface_hub  # lazy: huggingface_hub, only for a Hub name
+    from huggingface_hub.errors import LocalEntryNotFoundError  # lazy: huggingface_hub, only for a Hub name
+    from huggingface_hub.utils import HFValidationError  # lazy: huggingface_hub, only for a Hub name
 
     try:
         return huggingface_hub.snapshot_download(repo_id=path, local_files_only=True)
@@ -65,7 +67,6 @@ def hf_config_of(path: str | None) -> dict[str, Any] | None:
     try:
         local = local_pretrained(path)
     except CheckpointError as e:  # while the config is resolved: a config error, before any work
-        from xdpx.config.errors import ConfigError
 
         raise ConfigError(f"key 'pretrained_model': {e}") from None
     return _read_config(local)
@@ -86,8 +87,6 @@ def _read_config(local: str) -> dict[str, Any] | None:
             return {k: v for k, v in config.items() if k not in NOT_ARCHITECTURE}
     args_file = io.join(folder, "args.py")
     if io.exists(args_file):
-        from xdpx.config.writers import read_args
-
         saved = read_args(args_file).get("hf_config")
         return dict(saved) if saved else None
     return None

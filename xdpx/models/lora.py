@@ -24,6 +24,7 @@ from torch import nn
 from xdpx.config.options import Option
 from xdpx.errors import UserError
 from xdpx.models.layer_groups import freeze
+from xdpx.utils.optional import require
 
 DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16, "dropout": 0.1, "target_modules": None}
 # Default target modules for the model types peft's own table lacks (transformers 5 module names):
@@ -70,6 +71,7 @@ def settings(args: Any) -> dict[str, Any]:
 
 def default_targets(model: Any) -> list[str]:
     """peft's target modules for the model's architecture (transformers' model_type), else ours."""
+    # lazy: optional package peft (lora extra)
     from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
 
     model_type = model.hf_model_type() if hasattr(model, "hf_model_type") else None
@@ -83,8 +85,6 @@ def default_targets(model: Any) -> list[str]:
 def add_lora(model: nn.Module, args: Any, say: Any = print) -> nn.Module:
     """Wrap ``model``'s backbone with LoRA adapters (in place; returns ``model``): the backbone frozen, the
     adapters (but those of the ``freeze_layers`` bottom layers) and the head trainable. Says the count."""
-    from xdpx.utils.optional import require
-
     peft = require("peft", "lora")
     if not hasattr(model, "encoder_module"):
         raise UserError(f"lora: the model {type(model).__name__} is not a Transformer encoder; LoRA works on the "
@@ -109,7 +109,7 @@ def add_lora(model: nn.Module, args: Any, say: Any = print) -> nn.Module:
 
 
 def _tuner_layer() -> type:
-    from peft.tuners.tuners_utils import BaseTunerLayer
+    from peft.tuners.tuners_utils import BaseTunerLayer  # lazy: optional package peft (lora extra)
 
     return BaseTunerLayer
 

@@ -24,6 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import torch
+import torch.distributed as dist
+
 from xdpx.config.options import Option
 from xdpx.config.ranges import above, at_least, in_range
 
@@ -49,8 +52,6 @@ class BlockSync:
 
     def __init__(self, args: Any, module: Any, optimizer: Any, world_size: int,
                  say: Callable[[str], None] | None = None) -> None:
-        import torch
-
         self.module, self.optimizer, self.world_size = module, optimizer, world_size
         self.block_lr, self.block_momentum = args.block_lr, args.block_momentum
         self.sync_interval, self.warmup = args.global_sync_iter, args.warmup_iterations
@@ -73,9 +74,6 @@ class BlockSync:
 
     def sync(self, num_updates: int) -> None:
         """A block boundary (a no-op when this update was one already)."""
-        import torch
-        import torch.distributed as dist
-
         if num_updates == self.last_sync:
             return
         self.last_sync = num_updates
@@ -98,9 +96,6 @@ class BlockSync:
         self._log("block sync", num_updates, started)
 
     def _warmup_sync(self, num_updates: int) -> None:
-        import torch
-        import torch.distributed as dist
-
         started = time.perf_counter()
         with torch.no_grad():
             for p, g in zip(self.params, self.global_params):
@@ -120,9 +115,6 @@ class BlockSync:
                      f"{time.perf_counter() - started:.3f}s")
 
     def _average_optimizer_state(self) -> None:
-        import torch
-        import torch.distributed as dist
-
         for state in self.optimizer.state.values():
             for value in state.values():
                 if torch.is_tensor(value) and value.is_floating_point() and value.dim() > 0:
@@ -133,8 +125,6 @@ class BlockSync:
                 "last_sync": self.last_sync, "syncs": self.syncs}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        import torch
-
         with torch.no_grad():
             for mine, saved in zip(self.global_params + self.delta, state["global_params"] + state["delta"]):
                 mine.copy_(saved)

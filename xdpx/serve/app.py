@@ -31,7 +31,6 @@ from xdpx.serve.metrics import CLIENT_CLOSED, Metrics, MetricsMiddleware
 from xdpx.serve.openapi import docs_page, openapi_document
 from xdpx.serve.page import page_response, run_info
 from xdpx.serve.predictor import BadInput
-from xdpx.serve.search import search_route
 
 
 class JSON(JSONResponse):
@@ -49,7 +48,7 @@ class State:
     def __init__(self, predictor: Any, limits: Limits, batch_size: int, max_wait: float, max_queue: int,
                  executor: Any = None) -> None:
         self.predictor, self.limits = predictor, limits
-        self.metrics = Metrics()
+        self.metrics = Metrics(predictor)
         self.batcher = Batcher(predictor.predict_inputs, batch_size, max_wait, max_queue, self.metrics.batch,
                                executor)
         # POST /embed (a bi-encoder run): texts embedded one by one, batched like /predict's inputs
@@ -61,13 +60,11 @@ class State:
 
 
 def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | None = None,
-               max_wait: float = 0.002, max_queue: int = 2048, executor: Any = None, searcher: Any = None) -> Any:
+               max_wait: float = 0.002, max_queue: int = 2048, executor: Any = None) -> Any:
     """The ASGI app serving ``predictor`` (xdpx.serve.predictor.Predictor), wrapped in the metrics;
-    ``executor``: the single thread that loaded the predictor (xdpx/serve/model_thread.py), to predict in;
-    ``searcher``: the Retriever of POST /search (x-serve --corpus, xdpx/serve/search.py), or None."""
+    ``executor``: the single thread that loaded the predictor (xdpx/serve/model_thread.py), to predict in."""
     limits = limits or Limits()
     state = State(predictor, limits, batch_size or predictor.loaded.batch_size, max_wait, max_queue, executor)
-    state.searcher = searcher
     schema = openapi_document(limits, predictor.labels, embeds=state.embedder is not None)
 
     async def predict(request: Request, batcher: Any = None) -> Response:
@@ -155,7 +152,6 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
             await state.embedder.stop()
 
     app = Starlette(routes=[Route("/predict", predict, methods=["POST"]), Route("/embed", embed, methods=["POST"]),
-                            Route("/search", search_route(state, limits, JSON, error), methods=["POST"]),
                             Route("/explain", explain_route(state, limits, JSON, error), methods=["POST"]),
                             Route("/health", health),
                             Route("/ready", ready), Route("/metrics", metrics), Route("/openapi.json", openapi),
@@ -174,7 +170,8 @@ def app_from_environment() -> Any:
 
     settings = json.loads(os.environ["XDPX_SERVE"])
     executor = model_thread()
-    predictor = run_in(executor, load_for_serving, settings["save_dir"], settings["checkpoint"],
+    predictor = run_in(executor, partial(load_for_serving, backend=settings.get("backend")), settings["save_dir"],
+                       settings["checkpoint"],
                        settings["batch_size"], settings["cpu"], settings["threads"], settings.get("max_tokens"),
                        settings.get("bf16", False), settings.get("trust_user_dir", False),
                        settings.get("raw_probs", False))

@@ -83,6 +83,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--bf16", action="store_true",
                         help="forward passes under bfloat16 autocast: several times faster on CPUs with AMX; the "
                              "probabilities move (how far, on the run's samples, is printed at start)")
+    parser.add_argument("--backend", choices=["torch", "onnx"], default=None,
+                        help="what runs the forward passes: torch or onnx (onnxruntime), for an int8 model of x-script "
+                             "quantize (its int8 ONNX model) or an ONNX export; default: the faster one (measured by "
+                             "quantize, or at start for an export); a run directory of x-train runs on torch")
     parser.add_argument("--cpu", action="store_true", help="stay on the CPU even when a GPU is available")
     parser.add_argument("--raw-probs", "--raw_probs", action="store_true", dest="raw_probs",
                         help="answer the raw probabilities, not those of the run's calibration.json (x-script "
@@ -93,12 +97,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads per process (default: torch's choice, one per core; with --workers N "
                              "give each cores/N; on a busy machine 1 is often fastest)")
-    parser.add_argument("--corpus", default=None,
-                        help="POST /search (a bi-encoder run, with --port): a file of texts, one a line (the first "
-                             "tab-separated column; id = line number - 1, as x-script build_index), embedded at start")
-    parser.add_argument("--reranker", default=None,
-                        help="with --corpus: a cross-encoder run that reorders a query's first hits when a /search "
-                             "request asks {\"rerank\": N}")
     limits = parser.add_argument_group("limits (each broken limit is a 4xx answer naming it)")
     limits.add_argument("--max_queue", type=int, default=2048,
                         help="samples waiting or being predicted; beyond, 503 with Retry-After (default %(default)s)")
@@ -127,16 +125,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """``x-serve SAVE_DIR [--port N] [--host H] ...``."""
+    from functools import partial
+
     from xdpx.config.errors import ConfigError
 
     options = parse_args(sys.argv[1:] if argv is None else argv)
     if options.max_inputs > options.max_queue:
         print(f"x-serve: error: --max_inputs {options.max_inputs} is over --max_queue {options.max_queue}: "
               "such a request could never be queued", file=sys.stderr)
-        return 2
-    problem = search_flags_problem(options)
-    if problem:
-        print(f"x-serve: error: {problem}", file=sys.stderr)
         return 2
     if options.port is not None and options.workers > 1:
         return _serve_workers(options)
@@ -148,23 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     load = (options.save_dir, options.checkpoint, options.batch_size, options.cpu, options.threads,
             options.max_tokens, options.bf16, options.trust_user_dir, options.raw_probs)
     try:
-        predictor = run_in(executor, load_for_serving, *load) if executor else load_for_serving(*load)
+        serving = partial(load_for_serving, backend=options.backend)
+        predictor = run_in(executor, serving, *load) if executor else serving(*load)
     except (ConfigError, UserError, BadInput) as e:
         if executor:
             executor.shutdown()
         print(f"x-serve: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1
-    searcher = None
-    if options.corpus is not None:  # POST /search: the corpus embedded (and the reranker loaded) now
-        # lazy: the search module loads numpy and the reranker's code; only with --corpus
-        from xdpx.serve.search import load_searcher
-
-        try:
-            searcher = run_in(executor, load_searcher, predictor, options.corpus, options.reranker, options.batch_size)
-        except (ConfigError, UserError) as e:
-            executor.shutdown()
-            print(f"x-serve: error: {e}", file=sys.stderr)
-            return 2 if isinstance(e, ConfigError) else 1
     if executor is None:
         interactive(predictor)
         return 0
@@ -172,24 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     from xdpx.serve.runner import serve
 
     app = create_app(predictor, _limits(options), options.batch_size, options.max_wait_ms / 1000, options.max_queue,
-                     executor, searcher=searcher)
+                     executor)
     code = serve(app, options.host, options.port, options.max_connections, options.drain_timeout,
                  announce=options.save_dir, header_timeout=options.header_timeout)
     answered = app.state.answered
     print(f"x-serve: stopped; answered {answered} prediction request{'' if answered == 1 else 's'}", file=sys.stderr,
           flush=True)
     return code
-
-
-def search_flags_problem(options: argparse.Namespace) -> str | None:
-    """Why --corpus / --reranker cannot be served as given (None when they can)."""
-    if options.reranker is not None and options.corpus is None:
-        return "--reranker reorders the hits of POST /search: give --corpus TEXTS too"
-    if options.corpus is not None and options.port is None:
-        return "--corpus serves POST /search over HTTP: give --port"
-    if options.corpus is not None and options.workers > 1:
-        return "--corpus is served by one worker process (each would embed the corpus): use --workers 1"
-    return None
 
 
 def _limits(options: argparse.Namespace) -> Any:
@@ -203,6 +178,7 @@ def _serve_workers(options: argparse.Namespace) -> int:
     from xdpx.serve.runner import serve_workers
 
     settings = {"save_dir": options.save_dir, "checkpoint": options.checkpoint, "batch_size": options.batch_size,
+                "backend": options.backend,
                 "cpu": options.cpu, "threads": options.threads, "max_tokens": options.max_tokens, "bf16": options.bf16, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,
                 "trust_user_dir": options.trust_user_dir, "raw_probs": options.raw_probs, "limits": _limits(options)}
     return serve_workers(settings, options.workers, options.host, options.port, options.max_connections,

@@ -32,7 +32,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 class Metrics:
     """The server's counters and histograms, in a registry of its own (one per app)."""
 
-    def __init__(self) -> None:
+    def __init__(self, predictor: Any = None) -> None:
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         # In multiprocess mode the values live in files; /metrics collects them into a fresh registry.
         self.registry = None if self.multiprocess else CollectorRegistry()
@@ -48,6 +48,12 @@ class Metrics:
                                **where)
         self.queued = Gauge("xdpx_serve_queued_samples", "Samples waiting or being predicted",
                             multiprocess_mode="livesum", **where)
+        # what serves: 1 for the backend (pytorch, onnxruntime, pytorch-bf16) and precision (float32, int8,
+        # bfloat16) of the model, so a dashboard never takes an int8 model for the float32 one
+        self.model = Gauge("xdpx_serve_model", "The backend and precision serving (value 1)",
+                           ["backend", "precision"], multiprocess_mode="max", **where)
+        if predictor is not None:
+            self.model.labels(getattr(predictor, "backend", "pytorch"), getattr(predictor, "precision", "float32")).set(1)
 
     def batch(self, size: int, seconds: float) -> None:
         self.samples.inc(size)
@@ -56,7 +62,7 @@ class Metrics:
     def render(self) -> tuple[bytes, str]:
         if self.registry is not None:
             return generate_latest(self.registry), CONTENT_TYPE_LATEST
-        from prometheus_client import multiprocess
+        from prometheus_client import multiprocess  # lazy: only with --workers
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)

@@ -15,7 +15,9 @@ import os
 from typing import Any
 
 from xdpx.errors import UserError
-from xdpx.utils.optional import require
+from xdpx.runtime.onnx_session import OnnxModel
+
+__all__ = ["OnnxModel", "is_onnx_export", "load_onnx_predictor"]
 
 EXPORT_RECORD = "export.json"
 ONNX_FILE = "model.onnx"
@@ -30,33 +32,6 @@ def is_onnx_export(path: str) -> bool:
         return json.load(f).get("format") == "onnx"
 
 
-class OnnxModel:
-    """An onnxruntime session standing in for the run's model: ``model(**net_input)`` -> logits tensor."""
-
-    def __init__(self, path: str, input_names: list[str], threads: int | None = None) -> None:
-        onnxruntime = require("onnxruntime", "serving an ONNX export")
-
-        options = onnxruntime.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        try:
-            self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        except Exception as e:  # onnxruntime's own classes (InvalidProtobuf, Fail...): the file does not load
-            reason = str(e).splitlines()[0] if str(e) else ""
-            raise UserError(f"{path} is not a loadable ONNX model: it is truncated, corrupt or not an ONNX file "
-                            f"({type(e).__name__}: {reason}); export it again") from None
-        self.input_names = input_names
-
-    def eval(self) -> OnnxModel:  # predict_logits puts its model in eval mode
-        return self
-
-    def __call__(self, **net_input: Any) -> Any:
-        import torch
-
-        outputs = self.session.run(None, {n: net_input[n].cpu().numpy() for n in self.input_names})
-        return torch.from_numpy(outputs[0])
-
-
 def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads: int | None = None,
                         say: Any = print, max_tokens: int | None = None, trust_user_dir: bool = False,
                         backend: str = "auto") -> Any:
@@ -65,8 +40,13 @@ def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads:
     ``backend`` "onnxruntime" or "pytorch" pins the choice (after the same parity check); "auto" times both."""
     if backend not in ("auto", "onnxruntime", "pytorch"):
         raise ValueError(f"backend must be auto, onnxruntime or pytorch, not {backend!r}")
-    from xdpx.export import ParityError, check_parity, parity_batches, real_samples
-    from xdpx.serve.predictor import load_predictor, timed_logits
+    from xdpx.export import (  # lazy: torch, for an export only
+        ParityError,
+        check_parity,
+        parity_batches,
+        real_samples,
+    )
+    from xdpx.serve.predictor import load_predictor, timed_logits  # lazy: predictor.py imports this module
 
     with open(os.path.join(export_dir, EXPORT_RECORD), encoding="utf-8") as f:
         record = json.load(f)

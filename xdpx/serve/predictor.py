@@ -10,6 +10,7 @@ from typing import Any
 from xdpx.errors import UserError
 from xdpx.inference import calibrates, run_temperature, scale_logits
 from xdpx.models.choice import model_label
+from xdpx.models.int8 import read_record
 
 
 class BadInput(ValueError):
@@ -41,6 +42,10 @@ class Predictor:
         # length, into passes that pad little (None: batch_size samples per pass, whatever their lengths)
         self.max_tokens = max_tokens
         self.backend = "pytorch"  # or onnxruntime (xdpx.serve.onnx_backend), pytorch-bf16 (serve_in_bf16)
+        # an int8 model of x-script quantize (xdpx/inference/backends.py) says so in /health and /metrics
+        self.precision = getattr(loaded, "precision", "float32")
+        if getattr(loaded, "backend", "torch") == "onnx":
+            self.backend = "onnxruntime"
         # the run's calibration (x-script calibrate): class logits are divided by it (None: raw probabilities)
         self.temperature: float | None = None
 
@@ -50,7 +55,7 @@ class Predictor:
         return {"model": model_label(self.loaded.run_args),
                 "checkpoint": os.path.basename(str(checkpoint)) if checkpoint else None,
                 "labels": self.labels, "texts_per_input": self.num_texts,
-                "regression": bool(self.loaded.regression), "backend": self.backend,
+                "regression": bool(self.loaded.regression), "backend": self.backend, "precision": self.precision,
                 "temperature": self.temperature}
 
     def encode(self, item: Any) -> dict[str, Any]:
@@ -110,8 +115,9 @@ class Predictor:
 
 def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int | None = None,
                    cpu: bool = False, threads: int | None = None, max_tokens: int | None = None,
-                   trust_user_dir: bool = False, raw_probs: bool = False) -> Predictor:
-    """A Predictor for a run directory (its best checkpoint unless ``checkpoint`` says otherwise);
+                   trust_user_dir: bool = False, raw_probs: bool = False, *, backend: str | None = None) -> Predictor:
+    """A Predictor for a run directory or an int8 model folder (``backend``: torch or onnx, see
+    xdpx/inference/backends.py), its best checkpoint unless ``checkpoint`` says otherwise;
     ``threads``: torch's intra-op threads of this process (default: torch's choice); ``max_tokens``: see
     Predictor; ``trust_user_dir``: import the user_dir the run's args.py names (x-serve --trust-user-dir);
     the run's calibrated probabilities when it has a calibration.json for the checkpoint, unless ``raw_probs``."""
@@ -124,7 +130,7 @@ def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int
     from xdpx.inference import LOAD_OPTIONS, load_model
 
     config: dict[str, Any] = {"save_dir": save_dir, "checkpoint": checkpoint, "batch_size": batch_size,
-                              "trust_user_dir": trust_user_dir}
+                              "trust_user_dir": trust_user_dir, "backend": backend}
     if cpu:
         config["cuda"] = False
     args = resolve({k: v for k, v in config.items() if v is not None}, COMMON_OPTIONS + LOAD_OPTIONS, "serve",
@@ -191,7 +197,7 @@ def serve_in_bf16(predictor: Predictor, say: Any = print) -> None:
 
 def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int | None = None, cpu: bool = False,
                      threads: int | None = None, max_tokens: int | None = None, bf16: bool = False,
-                     trust_user_dir: bool = False, raw_probs: bool = False) -> Predictor:
+                     trust_user_dir: bool = False, raw_probs: bool = False, *, backend: str | None = None) -> Predictor:
     """A run directory, or an ONNX export directory (served through onnxruntime once it matches its run);
     ``raw_probs``: leave out the run's calibration (x-serve --raw-probs)."""
     from xdpx.serve.onnx_backend import is_onnx_export, load_onnx_predictor
@@ -209,9 +215,15 @@ def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int |
             raise UserError(f"{path} is an ONNX export: its weights are fixed, --checkpoint does not apply")
         if bf16:
             raise UserError(f"{path} is an ONNX export, served in float32: --bf16 applies to a run directory")
+        # --backend pins the engine (after the same check against the run); none: the faster one
+        pinned = {"torch": "pytorch", "onnx": "onnxruntime", None: "auto"}[backend]
         return load_onnx_predictor(path, batch_size, threads, say=say, max_tokens=max_tokens,
-                                   trust_user_dir=trust_user_dir)
-    predictor = load_predictor(path, checkpoint, batch_size, cpu, threads, max_tokens, trust_user_dir, raw_probs)
+                                   trust_user_dir=trust_user_dir, backend=pinned)
+    if bf16 and read_record(path) is not None:
+        raise UserError(f"{path} is an int8 model (x-script quantize): --bf16 applies to a float32 run directory")
+    predictor = load_predictor(path, checkpoint, batch_size, cpu, threads, max_tokens, trust_user_dir, raw_probs,
+                               backend=backend)
     if bf16:
         serve_in_bf16(predictor, say)
+        predictor.precision = "bfloat16"
     return predictor

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from xdpx import io as xio
 from xdpx.chain import resolve_runs, run_chain
 from xdpx.command import get_command
 from xdpx.config import builtins
@@ -26,6 +27,7 @@ from xdpx.config.errors import ConfigError
 from xdpx.config.loader import load_config
 from xdpx.submit.request import JobRequest
 from xdpx.submit.script import runs_on_every_node
+from xdpx.tune.study import storage_url
 
 
 @contextlib.contextmanager
@@ -115,8 +117,6 @@ def check_layout(steps: list[tuple[str, str]], request: JobRequest) -> list[int]
 
 
 def _check_tune(steps: list[tuple[str, str]], runs: list[int], request: JobRequest) -> None:
-    from xdpx.tune.study import storage_url
-
     if request.nodes > 1:
         raise ConfigError(f"x-submit: x-tune trains its trials on one node; --nodes {request.nodes} would leave the "
                           f"others idle: use --workers {request.nodes} (that many x-tune jobs of one node each, "
@@ -143,8 +143,6 @@ def step_outputs(steps: list[tuple[str, str]], workdir: Path) -> list[str]:
     """The output folders of every run of the chain (absolute, or remote URLs): command_history.txt records
     them, so ``x-submit status RUN_DIR`` finds the job. A step whose config cannot be resolved yet (it reads
     an earlier step's output) adds none."""
-    from xdpx import io as xio
-
     found: list[str] = []
     for name, path in steps:
         try:

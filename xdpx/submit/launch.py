@@ -28,7 +28,10 @@ def requeue_exit(exit_codes: list[int]) -> bool:
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    # lazy: torch after SIGUSR1 is ignored: a signal during its slow import must not kill the agent
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    # lazy: torch after SIGUSR1 is ignored: a signal during its slow import must not kill the agent
     from torch.distributed.run import parse_args, run
 
     try:

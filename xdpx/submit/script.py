@@ -14,6 +14,7 @@ import re
 import shlex
 import time
 
+from xdpx.command import get_command
 from xdpx.errors import EXIT_REQUEUE
 from xdpx.io.credentials import redact
 from xdpx.submit.request import JobRequest
@@ -22,8 +23,6 @@ from xdpx.submit.request import JobRequest
 def runs_on_every_node(name: str) -> bool:
     """Commands that take part on every process (``every_rank``: x-train, and x-eval / x-pred with their
     sharded evaluation) run as a torchrun job on every node; the others as one process."""
-    from xdpx.command import get_command
-
     return bool(get_command(name).every_rank)
 
 

@@ -7,6 +7,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from xdpx.losses import losses
+from xdpx.metrics import compute_metrics
 from xdpx.models.composed import build_model
 from xdpx.tasks import tasks
 
@@ -19,8 +21,6 @@ class Task:
     options: list[Any] = []
 
     def __init__(self, args: Any) -> None:
-        from xdpx.losses import losses
-
         self.args = args
         self.loss = losses.get(args.loss)(args)
 
@@ -57,8 +57,6 @@ class Task:
 
     def compute_metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
         """Metrics of a whole evaluation from its concatenated logits and targets (xdpx.metrics)."""
-        from xdpx.metrics import compute_metrics
-
         if hasattr(self.loss, "compute_metrics"):  # losses whose outputs are not class logits (MLM)
             return self.loss.compute_metrics(logits, targets)
         return compute_metrics(logits, targets, self.args)

@@ -23,10 +23,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from xdpx import io
 from xdpx.config.options import Option, Rule
+from xdpx.data.composition import build_processor
 from xdpx.errors import UserError
+from xdpx.models.distill_modules import BertInternals, attach_projection, width_of
 from xdpx.tasks import tasks
 from xdpx.tasks.default import Task
+from xdpx.tasks.teacher import ARGS_FILE, load_teacher, run_dir_of, same_tokenization, teacher_args
 from xdpx.tasks.teacher_checks import input_problem
 
 DISTILL_LOSSES = ("distill", "bce_distill", "tinybert")
@@ -37,9 +41,6 @@ def _distill_loss(args: Any) -> bool:
 
 
 def _is_run(path: str) -> bool:
-    from xdpx import io
-    from xdpx.tasks.teacher import ARGS_FILE, run_dir_of
-
     return io.exists(io.join(run_dir_of(path)[0], ARGS_FILE))
 
 
@@ -72,9 +73,6 @@ class DistillTask(Task):
     def build_model(self) -> nn.Module:
         student = super().build_model()
         if getattr(self.loss, "wants_internals", False):
-            from xdpx.models.distill_modules import attach_projection, width_of
-            from xdpx.tasks.teacher import teacher_args
-
             attach_projection(student, width_of(self.args), width_of(teacher_args(self.args.teacher)))
         return student
 
@@ -82,8 +80,6 @@ class DistillTask(Task):
     def teacher(self, device: torch.device) -> Any:
         """The teacher (loaded at the first use, then kept), on ``device``."""
         if self._teacher is None:
-            from xdpx.tasks.teacher import load_teacher
-
             self._teacher = load_teacher(self.args.teacher)
         if next(self._teacher.model.parameters()).device != device:
             self._teacher.model.to(device)
@@ -93,9 +89,6 @@ class DistillTask(Task):
         """The student's net_input when the teacher reads the same tokens, else the teacher's own
         encoding of the raw texts of the batch."""
         if self._reuse_inputs is None:
-            from xdpx.data.composition import build_processor
-            from xdpx.tasks.teacher import same_tokenization
-
             student_processor = build_processor(self.args)
             self._reuse_inputs = same_tokenization(teacher, self.args, student_processor)
         if self._reuse_inputs:
@@ -124,8 +117,6 @@ class DistillTask(Task):
         internals = None
         with torch.no_grad():
             if getattr(self.loss, "wants_internals", False):
-                from xdpx.models.distill_modules import BertInternals
-
                 with BertInternals(teacher.model, attention=self.loss.wants_attention()) as internals:
                     logits = teacher.model(**inputs)
             else:

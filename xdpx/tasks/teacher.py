@@ -13,9 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from xdpx import io
+from xdpx.config.options import Args
+from xdpx.config.writers import read_args
+from xdpx.data.composition import build_processor
+from xdpx.data.processing import VOCAB_FILE
 from xdpx.errors import UserError
+from xdpx.models.checkpoints import BEST, LAST, CheckpointError, load_weights_into, resolve_checkpoint
 from xdpx.models.choice import model_label
+from xdpx.tasks import tasks
 
 ARGS_FILE = "args.py"
 
@@ -36,8 +44,6 @@ class Teacher:
 
 def run_dir_of(path: str) -> tuple[str, str | None]:
     """(run directory, checkpoint file or None for <best>/<last>) of a ``teacher:`` value."""
-    from xdpx.models.checkpoints import BEST, LAST
-
     base = path.rstrip("/")
     for alias in (BEST, LAST):
         if base.endswith(alias):
@@ -50,9 +56,6 @@ def run_dir_of(path: str) -> tuple[str, str | None]:
 
 def teacher_args(path: str) -> Any:
     """The teacher run's options as :class:`xdpx.config.options.Args` (args.py, read with literal_eval)."""
-    from xdpx.config.options import Args
-    from xdpx.config.writers import read_args
-
     run_dir, _ = run_dir_of(path)
     origin = io.join(run_dir, ARGS_FILE)
     if not io.exists(origin):
@@ -63,13 +66,6 @@ def teacher_args(path: str) -> Any:
 
 def load_teacher(path: str, say: Any = print) -> Teacher:
     """Rebuild the teacher run at ``path`` (a run directory, ``<run>/<best>``, or a checkpoint file in it)."""
-    import torch
-
-    from xdpx.data.composition import build_processor
-    from xdpx.data.processing import VOCAB_FILE
-    from xdpx.models.checkpoints import BEST, LAST, CheckpointError, load_weights_into, resolve_checkpoint
-    from xdpx.tasks import tasks
-
     run_dir, checkpoint = run_dir_of(path)
     args = teacher_args(path)
     try:

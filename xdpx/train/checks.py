@@ -10,6 +10,7 @@ from typing import Any
 
 from xdpx import io
 from xdpx.io import writer_lock
+from xdpx.models.int8 import training_refusal
 from xdpx.runtime.run_files import STATE_FILE, available_splits, match_subsets, subsets
 from xdpx.tasks.teacher_checks import teacher_problems
 from xdpx.train.corpus_metrics import corpus_problems
@@ -173,8 +174,12 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
     if isinstance(warmup, int) and args.max_update and warmup > args.max_update:
         notes.append(f"warning: warmup_steps ({warmup}) exceeds max_update ({args.max_update}): the learning "
                      "rate never reaches learning_rate")
+    for key in ("save_dir", "pretrained_model"):  # an int8 model of x-script quantize is for inference only
+        refusal = training_refusal(args.get(key), key)
+        if refusal:
+            problems.append(f"{args.source(key)}: {refusal}")
     pretrained = args.get("pretrained_model")
-    if pretrained:
+    if pretrained and not any("x-script quantize" in p for p in problems):
         from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
         from xdpx.models.hf_hub import local_pretrained
 

@@ -21,6 +21,7 @@ with ``distributed_utils.is_master()`` to make that explicit.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pdb as _pdb
 import sys
@@ -33,8 +34,6 @@ _shared: dict[str, Any] = {}
 
 def set_nprocs(n: int) -> None:
     """Prepare ``n`` worker processes to share the debugger (call it in the parent, before they start)."""
-    import multiprocessing
-
     if n < 1:
         raise ValueError(f"set_nprocs: n must be >= 1, got {n}")
     context = multiprocessing.get_context("fork")

@@ -67,7 +67,7 @@ class StepProgress:
         self.bar: Any = None
         self.active = enabled and total > 1 and not quiet()
         if self.active and _is_tty(self.stream):
-            from tqdm import tqdm
+            from tqdm import tqdm  # lazy: tqdm (~70 ms): only when a bar shows; import xdpx starts without it
 
             self.bar = tqdm(total=total, desc=desc, unit=unit, file=self.stream, dynamic_ncols=True, leave=False)
 
@@ -127,7 +127,7 @@ class Phases:
 def without_library_bars() -> Iterator[None]:
     """transformers' own bars ("Loading weights", "Writing model shards") off while a model loads or saves:
     in log.txt or a Slurm log each refresh of a bar is a line of noise; our own lines say what was loaded."""
-    # imported here: only callers that already loaded transformers use this, and x-prepro must not pay for it
+    # lazy: optional package transformers; only callers that loaded it use this, x-prepro must not pay for it
     from transformers.utils import logging as transformers_logging
 
     was_on = transformers_logging.is_progress_bar_enabled()

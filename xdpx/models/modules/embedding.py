@@ -10,13 +10,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from xdpx import io
+
 NPY_MAGIC = b"\x93NUMPY"
 
 
 def load_embedding_file(path: str, vocab_size: int, dim: int) -> np.ndarray:
     """The ``[vocab_size, dim]`` float32 matrix of a .npy or text embedding file, checked against the model."""
-    from xdpx import io
-
     with io.open(path, "rb") as f:
         is_npy = f.read(len(NPY_MAGIC)) == NPY_MAGIC
     if is_npy:
@@ -43,8 +43,6 @@ def read_text_embeddings(path: str, dim: int) -> np.ndarray:
     header line ("count dim") is skipped. Any mismatch with the vocabulary is an error: silently
     shifted rows would train on the wrong vectors.
     """
-    from xdpx import io
-
     rows: list[np.ndarray] = []
     with io.open(path, "r", encoding="utf-8") as f:
         for line_number, line in enumerate(f, start=1):

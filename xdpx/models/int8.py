@@ -1,0 +1,175 @@
+"""int8 models: how x-script quantize stores one and how x-eval / x-pred / x-serve rebuild it.
+
+On disk (a folder written by x-script quantize, docs/export.md "int8 models"):
+- ``int8.json``: the record that makes the folder an int8 model (what was quantized, by which engine);
+- ``model_int8.safetensors``: the weights. Each weight matrix of an ``nn.Linear``, ``nn.LSTM`` and
+  ``nn.Embedding`` is stored as int8 with one float32 scale per row (symmetric, ``round(w / scale)`` in
+  [-127, 127]); every other tensor as it is. safetensors holds tensors only: nothing runs on load, and no
+  quantized-tensor pickles are involved (torch.ao's quantized LSTM state does not load with
+  ``weights_only=True``, torch's quantized tensors are deprecated).
+- ``model_int8.onnx``: the ONNX export quantized by onnxruntime (backend onnx), when it was written.
+
+In memory the rows are multiplied back by their scales into the run's model, then ``nn.Linear`` and
+``nn.LSTM`` become dynamic int8 modules (int8 weights, activations quantized per batch) through
+``torch.ao.quantization.quantize_dynamic``: measured on this project's CPUs it is the faster of the two
+PyTorch engines (torchao 0.18's ``Int8DynamicActivationInt8WeightConfig`` runs slower than float32 on the
+CPU without torch.compile, its weight-only config gains less) and the only one with an LSTM. torch.ao is
+deprecated in favour of torchao; the storage above does not depend on the engine, so a folder written
+now loads with another engine later. Embeddings stay float32 in memory (int8 on disk only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from typing import Any
+
+from xdpx import io
+from xdpx.errors import UserError
+
+RECORD = "int8.json"
+WEIGHTS = "model_int8.safetensors"
+ONNX_MODEL = "model_int8.onnx"
+SCALE_SUFFIX = ".int8_scale"
+
+
+def read_record(folder: str | None) -> dict[str, Any] | None:
+    """The int8.json of ``folder``, or None when it is not an int8 model folder."""
+    if not folder:
+        return None
+    path = io.join(folder, RECORD)
+    if not io.isfile(path):
+        return None
+    with io.open(path) as f:
+        record = json.load(f)
+    return record if isinstance(record, dict) and record.get("quantization") == "int8" else None
+
+
+def int8_folder_of(path: str | None) -> str | None:
+    """The int8 model folder ``path`` is or lies in (a weights file, ``folder/<best>``), else None."""
+    if not path:
+        return None
+    base = path.split("<", 1)[0].rstrip("/") or "."
+    for folder in (base, os.path.dirname(base)):
+        if folder and read_record(folder) is not None:
+            return folder
+    return None
+
+
+def training_refusal(path: str | None, key: str) -> str | None:
+    """Why x-train must not start from or resume ``path`` (an int8 model), or None."""
+    folder = int8_folder_of(path)
+    if folder is None:
+        return None
+    return (f"key '{key}': {path!r} is an int8 model written by x-script quantize ({folder}/{RECORD}): its "
+            "weights are rounded to int8 for inference only and are never trained; use the run it was quantized "
+            "from (its int8.json names it)")
+
+
+def int8_layers(model: Any) -> dict[str, str]:
+    """name -> kind of every layer whose weights are stored int8 (Linear, LSTM, Embedding)."""
+    # lazy: torch stays out of x-train's checks and x-serve's start-up, which import this module
+    from torch import nn
+
+    kinds = {nn.Linear: "Linear", nn.LSTM: "LSTM", nn.Embedding: "Embedding"}
+    return {name: kind for name, module in model.named_modules()
+            for cls, kind in kinds.items() if type(module) is cls}
+
+
+def layer_kinds(model: Any) -> list[str]:
+    """The kinds of layers with weights in ``model`` (what an unsupported model is told it holds)."""
+    return sorted({type(m).__name__ for m in model.modules() if any(True for _ in m.parameters(recurse=False))})
+
+
+def int8_weight_names(model: Any) -> set[str]:
+    """state_dict keys of the weight matrices stored as int8 rows."""
+    names = set()
+    for name, kind in int8_layers(model).items():
+        module = model.get_submodule(name)
+        prefix = f"{name}." if name else ""
+        if kind == "LSTM":
+            names.update(prefix + p for p, _ in module.named_parameters() if p.startswith("weight_"))
+        else:
+            names.add(prefix + "weight")
+    return names
+
+
+def pack(state: dict[str, Any], int8_names: set[str]) -> dict[str, Any]:
+    """The tensors written to model_int8.safetensors: int8 rows plus scales for ``int8_names``."""
+    import torch  # lazy: torch stays out of x-train's checks and x-serve's start-up, which import this module
+
+    out = {}
+    for key, value in state.items():
+        if key in int8_names and value.dim() == 2 and value.is_floating_point():
+            weight = value.detach().float()
+            scale = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-12)
+            out[key] = torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
+            out[key + SCALE_SUFFIX] = scale.contiguous()
+        elif torch.is_tensor(value):
+            out[key] = value.detach().clone().contiguous()  # clone: tied weights are written as two tensors
+    return out
+
+
+def unpack(tensors: dict[str, Any]) -> dict[str, Any]:
+    """The float state_dict (int8 rows times their scales) of what :func:`pack` wrote."""
+    state = {}
+    for key, value in tensors.items():
+        if key.endswith(SCALE_SUFFIX):
+            continue
+        scale = tensors.get(key + SCALE_SUFFIX)
+        state[key] = value.float() * scale[:, None] if scale is not None else value
+    return state
+
+
+def save_int8(model: Any, path: str) -> None:
+    """Write the float ``model``'s weights as model_int8.safetensors (see the module's docstring)."""
+    from safetensors.torch import save  # lazy: imports torch, as above
+
+    data = save(pack(model.state_dict(), int8_weight_names(model)), metadata={"format": "pt", "xdpx": "int8"})
+    with io.open(path, "wb") as f:
+        f.write(data)
+
+
+def dynamic_int8(model: Any) -> Any:
+    """``model`` (eval mode, CPU) with its Linear and LSTM layers as dynamic int8 modules (torch.ao)."""
+    import torch  # lazy: torch stays out of x-train's checks and x-serve's start-up, which import this module
+    from torch import nn  # lazy: as above
+
+    with warnings.catch_warnings():  # torch.ao's deprecation notice, once per call: said in the docs instead
+        warnings.simplefilter("ignore")
+        # lazy: torch.ao warns of its deprecation when imported: inside the catch_warnings above
+        from torch.ao.quantization import (
+            default_dynamic_qconfig,
+            per_channel_dynamic_qconfig,
+            quantize_dynamic,
+        )
+
+        spec = {nn.Linear: per_channel_dynamic_qconfig, nn.LSTM: default_dynamic_qconfig}
+        return quantize_dynamic(model.eval(), spec, dtype=torch.qint8, inplace=True)
+
+
+def load_int8(model: Any, path: str) -> Any:
+    """The run's freshly built ``model`` with the int8 weights of ``path``, as dynamic int8 modules."""
+    from safetensors.torch import load  # lazy: imports torch, as above
+
+    with io.open(path, "rb") as f:
+        try:
+            tensors = load(f.read())
+        except Exception as e:  # safetensors' own errors (header, sizes): the file is damaged
+            raise UserError(f"{path} is not a readable int8 model ({type(e).__name__}: {e}); quantize the run "
+                            "again") from None
+    state = unpack(tensors)
+    own = model.state_dict()
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise UserError(f"{path} does not fit the run's model {type(model).__name__}: "
+                        + (f"missing {missing[:5]} " if missing else "") + (f"unexpected {unexpected[:5]}" if unexpected else "")
+                        + "; quantize the run again")
+    model.load_state_dict(state, strict=True)
+    return dynamic_int8(model)
+
+
+def folder_size(folder: str, names: list[str]) -> int:
+    """Bytes of the files ``names`` in ``folder`` (those present)."""
+    return sum(os.path.getsize(os.path.join(folder, n)) for n in names if os.path.isfile(os.path.join(folder, n)))
