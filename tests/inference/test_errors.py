@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from inference_helpers import write_json
+from inference_helpers import REPO, write_json
 
 from xdpx.cli import run_chain, x_script
 from xdpx.scripts.error_analysis import (
@@ -44,7 +44,7 @@ def test_the_analysis_on_hand_made_predictions() -> None:
 @pytest.fixture(scope="module")
 def report(cnn_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("errors") / "dev_errors"
-    assert x_script(["errors", str(cnn_run), str(out), "--split", "dev", "--top", "8"]) == 0
+    assert x_script(["errors", str(cnn_run), str(out), "--split", "dev", "--top", "8", "--attributions", "off"]) == 0
     return out
 
 
@@ -81,6 +81,25 @@ def test_the_html_summary_is_one_self_contained_page(report: Path) -> None:
     assert first["text"][:10] in page
 
 
+def test_mistakes_of_a_raw_file_come_with_attributions_in_their_own_words(cnn_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("captum")
+    raw = REPO / "examples/data/sample/reviews/dev.txt"
+    out = tmp_path / "explained"
+    assert x_script(["errors", str(cnn_run), str(out), "--split", str(raw), "--top", "3", "--attributions", "on"]) == 0
+    mistakes = read_tsv(out / "mistakes.tsv")
+    texts = [line.split("\t")[0] for line in raw.read_text(encoding="utf-8").splitlines()]
+    assert len(mistakes) == 3
+    for m in mistakes:
+        assert m["text"] == texts[int(m["index"])]  # the review as written, not its decoded tokens
+        pairs = [cell.rsplit(":", 1) for cell in m["attributions"].split(" ")]
+        words = [word for word, _ in pairs]
+        scores = [float(score) for _, score in pairs]
+        assert "".join(words) == m["text"].replace(" ", "") and any(s != 0 for s in scores)
+    page = (out / "errors.html").read_text(encoding="utf-8")
+    assert page.count('class="tok"') >= sum(len(m["attributions"].split(" ")) for m in mistakes)
+    assert "Integrated Gradients" in page
+
+
 def test_bad_inputs_are_refused_and_nothing_is_written(cnn_run: Path, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
@@ -91,6 +110,7 @@ def test_bad_inputs_are_refused_and_nothing_is_written(cnn_run: Path, tmp_path: 
     assert x_script(["errors", str(cnn_run), str(out), "--split", str(unlabelled)]) == 2
     assert "has no labels" in capsys.readouterr().err
     assert x_script(["errors", str(cnn_run), str(out), "--top", "x"]) == 2
+    assert x_script(["errors", str(cnn_run), str(out), "--attributions", "maybe"]) == 2
     assert not out.exists()
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -21,13 +21,17 @@ from xdpx.inference.predict import split_chunks
 
 @dataclass
 class SplitOutputs:
-    """``logits`` (float64, ``[N, C]`` or ``[N]`` for one sigmoid logit), integer ``targets`` ``[N]``, and
-    each sample's ``texts`` (a pair's texts joined by `` ||| ``), for the split ``name``."""
+    """``logits`` (float64, ``[N, C]`` or ``[N]`` for one sigmoid logit), integer ``targets`` ``[N]``, each
+    sample's ``texts`` (a pair's texts joined by `` ||| ``), for the split ``name``; ``samples`` (the
+    encoded samples) and ``raw_texts`` (a raw file's texts per field as spelled; None for a split of
+    data_dir, whose text is decoded from its tokens) let the attributions of some of them be computed."""
 
     name: str
     logits: np.ndarray
     targets: np.ndarray
     texts: list[str]
+    samples: list[dict[str, Any]]
+    raw_texts: list[list[str] | None]
 
 
 def load_run(save_dir: str, checkpoint: str | None, batch_size: int | None, tool: str) -> tuple[Any, Any]:
@@ -63,7 +67,7 @@ def predict_split(loaded: Any, args: Any, name: str, tool: str) -> SplitOutputs:
     chunks = split_chunks(loaded, source, None) if is_split else \
         encode_source(source, loaded.run_args, loaded.processor.data_dir, args.workers, args.skip_bad_lines)
     loader = None if is_split else build_loader(loaded.run_args)
-    logits, targets, texts = [], [], []
+    logits, targets, texts, samples, raw_texts = [], [], [], [], []
     for encoded in chunks:
         if encoded.samples and not encoded.labelled:
             raise ConfigError(f"x-script {tool}: --split {name!r} has no labels: give a labelled split (dev, test, or "
@@ -73,12 +77,17 @@ def predict_split(loaded: Any, args: Any, name: str, tool: str) -> SplitOutputs:
         logits.append(predict_logits(loaded.task, loaded.model, loaded.processor, encoded.samples, loaded.batch_size,
                                      loaded.autocast, loaded.to_device, progress=f"x-script {tool} {name}"))
         targets.extend(int(s["target"]) for s in encoded.samples)
+        samples.extend(encoded.samples)
         for columns in encoded.columns:
             if is_split:
                 texts.append(columns[0])
+                raw_texts.append(None)
             else:
                 cells = list(getattr(columns, "origin", columns))
-                texts.append(" ||| ".join(cells[c % len(cells)] for c in loader.text_columns) if cells else "")
+                fields = [cells[c % len(cells)].strip() for c in loader.text_columns] if cells else []
+                texts.append(" ||| ".join(fields))
+                raw_texts.append(fields or None)
     if not targets:
         raise ConfigError(f"x-script {tool}: --split {name!r} holds no samples; nothing written")
-    return SplitOutputs(name, torch.cat(logits).double().numpy(), np.asarray(targets, dtype=np.int64), texts)
+    return SplitOutputs(name, torch.cat(logits).double().numpy(), np.asarray(targets, dtype=np.int64), texts, samples,
+                        raw_texts)
