@@ -43,16 +43,16 @@ QUANTIZED_KINDS = ("Linear", "LSTM")
 
 def check_tolerance(tolerance: float) -> None:
     if not 0 <= tolerance <= 100:
-        raise ConfigError([f"{TOOL}: --tolerance {tolerance:g} is out of range: give the most points of the major "
+        raise ConfigError([f"--tolerance {tolerance:g} is out of range: give the most points of the major "
                            "metric the int8 model may lose, between 0 and 100 (default 1)"])
 
 
 def check_source(run_dir: str) -> None:
 
     if int8.read_record(run_dir) is not None:
-        raise ConfigError([f"{TOOL}: {run_dir} is already an int8 model ({int8.RECORD}); quantize the run it came from"])
+        raise ConfigError([f"{run_dir} is already an int8 model ({int8.RECORD}); quantize the run it came from"])
     if not io.isdir(run_dir) or not is_run_dir(run_dir):
-        raise ConfigError([f"{TOOL}: {run_dir} is not a run directory of x-train (no args.py with its checkpoints): "
+        raise ConfigError([f"{run_dir} is not a run directory of x-train (no args.py with its checkpoints): "
                            "give the save_dir of a trained run"])
 
 
@@ -60,7 +60,7 @@ def supported_layers(model: Any, label: str) -> dict[str, str]:
     """The Linear / LSTM layers that become int8; ConfigError naming the model's layers when none."""
     layers = {name: kind for name, kind in int8.int8_layers(model).items() if kind in QUANTIZED_KINDS}
     if not layers:
-        raise ConfigError([f"{TOOL}: model {label} has no Linear or LSTM layer to run in int8 (its layers with "
+        raise ConfigError([f"model {label} has no Linear or LSTM layer to run in int8 (its layers with "
                            f"weights: {', '.join(int8.layer_kinds(model))}): it is not supported"])
     return layers
 
@@ -163,7 +163,7 @@ def quantize_run(run_dir: str, out_dir: str, checkpoint: str = "<best>", split: 
     run = load_run(run_dir, checkpoint, trust_user_dir=trust_user_dir)
     splits = available_splits(run.args.data_dir) if io.isdir(run.args.data_dir) else []
     if split not in splits:
-        raise ConfigError([f"{TOOL}: --split {split!r} is not a split of the run's data_dir {run.args.data_dir} "
+        raise ConfigError([f"--split {split!r} is not a split of the run's data_dir {run.args.data_dir} "
                            f"(available: {', '.join(splits) or 'none'})"])
 
     supported_layers(run.model, model_label(run.args))
@@ -200,7 +200,7 @@ def quantize_run(run_dir: str, out_dir: str, checkpoint: str = "<best>", split: 
                 failures.append(f"int8 {backend} loses {loss:.2f} points of {major} on {split} ({fp32[major]:.4f} -> "
                                 f"{metrics[major]:.4f})")
         if failures:
-            raise ConfigError([f"{TOOL}: refused, nothing written: {'; '.join(failures)}, more than --tolerance "
+            raise ConfigError([f"refused, nothing written: {'; '.join(failures)}, more than --tolerance "
                                f"{tolerance:g}"])
         timed = [b for b in ("torch", "onnx") if f"int8_{b}" in report]
         record["backend"] = min(timed, key=lambda b: report[f"int8_{b}"]["seconds"])
