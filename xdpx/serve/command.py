@@ -63,9 +63,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description="Predict with a run directory of x-train (or an ONNX export of one), interactively\n"
                     "(one input per line in the run's training format, `quit` ends) or over HTTP with --port\n"
                     "(uvicorn + Starlette: POST /predict a JSON list of inputs; GET /health, /ready, /metrics,\n"
-                    "/openapi.json, /docs). See docs/inference.md.",
+                    "/openapi.json, /docs; GET / is a page to try the model in a browser). See docs/inference.md.",
         epilog="example:\n  x-serve outputs/runs/reviews_cnn --port 8080\n"
-               "  curl -d '[\"很好\"]' http://127.0.0.1:8080/predict      # from another terminal",
+               "  curl -d '[\"很好\"]' http://127.0.0.1:8080/predict      # from another terminal\n"
+               "  then open http://127.0.0.1:8080/ in a browser: a page to try the model",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("save_dir", help="the run directory of x-train, or an ONNX export directory of x-script "
                         "export_onnx (checked against its run at start, served through onnxruntime when faster)")
