@@ -67,7 +67,7 @@ def plot_run(save_dir: str, label: str | None = None, refs: list[tuple[str | Non
              figext: str = "png", walltime: bool = False) -> list[str]:
     """Draw every figure of ``save_dir`` (with the reference runs) into save_dir/plots; the paths."""
     from xdpx.viz.plots import plot_runs
-    from xdpx.viz.reliability import plot_reliability
+    from xdpx.viz.reliability import plot_reliability  # lazy: x-train imports this module; figures only when drawn
     from xdpx.viz.runs import read_run
 
     main = read_run(save_dir, label)
