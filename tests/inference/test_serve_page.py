@@ -1,7 +1,9 @@
 """x-serve's GET / page, driven in a real headless Chromium (Debian's ``chromium`` through Playwright): a text
 typed and submitted shows the server's label and one bar per label as wide as its probability, the server's
-error text for a bad input, the same by keyboard alone, a 360 px window without horizontal scrolling, a pair
-run's two boxes, and a screenshot that is not blank. CI installs Chromium (.ci/run) and sets
+error text for a bad input, the words and scores of POST /explain shaded, the same by keyboard alone, a 360 px
+window without horizontal scrolling, names shown as text, and the other kinds of answer against the server's
+own: a pair run's score, an NER run's entities marked in the text, a bi-encoder's cosine and embedding, a
+multi-label set; screenshots that are not blank. CI installs Chromium (.ci/run) and sets
 XDPX_REQUIRE_BROWSER=1, so there a missing browser or driver fails these tests instead of skipping them.
 
 XDPX_SCREENSHOT_DIR=folder keeps the screenshots (docs/img/serve_page.png is bench/bench_serve_page.py's).
@@ -18,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inference_helpers import train_run
+from inference_helpers import REPO, train_run, write_json
 from serve_helpers import TEXTS, Server, request, running_server
 
+from xdpx.cli import run_chain
 from xdpx.io.testing import unavailable
 from xdpx.serve.page import page_response
 
@@ -272,4 +275,33 @@ def test_a_bi_encoder_compares_two_texts_and_embeds_one(browser: Any, bi_encoder
         assert page.submit(first, "") == "answered"  # one text: POST /embed
         assert page.tab.text_content("#answer") == f"an embedding of {len(embedded['embedding'])} numbers"
         assert page.tab.is_hidden("#neighbours") and not page.problems, page.problems
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def multilabel_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny cls_cnn with multilabel_bce on the committed People's Daily name-kind sample (5 labels)."""
+    root = tmp_path_factory.mktemp("multilabel_run")
+    config = write_json(root / "prepro.json", {"__parent__": str(REPO / "examples/multilabel/prepro_char"),
+                                               "data_source": str(REPO / "examples/multilabel/data"),
+                                               "data_files": "*.txt", "data_dir": str(root / "data"), "workers": 1})
+    assert run_chain(["x-prepro", str(config)]) == 0
+    return train_run(root, root / "data", loss="multilabel_bce", major_metric="micro_f1", max_epoch=1,
+                     decision_threshold=0.4)
+
+
+def test_a_multilabel_run_shows_its_label_set_and_a_bar_per_label(browser: Any, multilabel_run: Path) -> None:
+    text = "国家主席江泽民在北京发表新年讲话"
+    with running_server(multilabel_run) as ml_server:
+        status, (expected,) = predict(ml_server, text)
+        page = Page(browser, ml_server)
+        assert status == 200 and page.submit(text) == "answered"
+        assert page.tab.text_content("#answer strong") == (", ".join(expected["labels"]) or "no label")
+        bars = page.bars()
+        assert [label for label, _, _ in bars] == list(expected["probabilities"]) and len(bars) == 5
+        for label, shown, width in bars:
+            assert abs(shown - expected["probabilities"][label]) < 1e-6 and abs(width - shown) < 0.01, bars
+        chosen = [li.get_attribute("data-label") for li in page.tab.query_selector_all("#bars li.chosen")]
+        assert chosen == [label for label in expected["probabilities"] if label in expected["labels"]]
+        assert not page.problems, page.problems
         page.close()
