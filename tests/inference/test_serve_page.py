@@ -30,12 +30,30 @@ from xdpx.serve.page import page_response
 BROWSER_FLAG = "XDPX_REQUIRE_BROWSER"
 
 
+def chromium_executable() -> str:
+    """The system's Chromium (XDPX_CHROMIUM, else ``chromium`` on the PATH); without one the test skips, or
+    fails where XDPX_REQUIRE_BROWSER=1 (CI)."""
+    executable = os.environ.get("XDPX_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not executable or not os.access(executable, os.X_OK):
+        unavailable(BROWSER_FLAG, f"no chromium {'at ' + executable if executable else 'on the PATH'} "
+                                  "(apt-get install -y chromium)")
+    return executable
+
+
+def test_a_missing_browser_fails_where_ci_requires_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDPX_CHROMIUM", str(tmp_path / "no-chromium"))
+    monkeypatch.setenv(BROWSER_FLAG, "1")
+    with pytest.raises(pytest.fail.Exception, match=f"{BROWSER_FLAG}=1 but no chromium at .*no-chromium"):
+        chromium_executable()
+    monkeypatch.delenv(BROWSER_FLAG)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
+        chromium_executable()
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium: the system's (``chromium`` on the PATH, or XDPX_CHROMIUM), never a download."""
-    executable = os.environ.get("XDPX_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not executable:
-        unavailable(BROWSER_FLAG, "no chromium on the PATH (apt-get install -y chromium)")
+    """Headless Chromium: the system's, never a download (Playwright's own cannot be fetched offline)."""
+    executable = chromium_executable()
     try:
         # lazy: optional package, a skip (or a failure) when absent
         from playwright.sync_api import sync_playwright
