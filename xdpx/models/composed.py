@@ -24,6 +24,7 @@ from xdpx.models.encoders import encoders
 from xdpx.models.heads import heads
 from xdpx.models.layer_groups import freeze, lr_scales
 from xdpx.models.parts import Encoder, Head, Perturbable, options_view
+from xdpx.models.students import load_selected_layers
 
 
 class EncoderHeadModel(Perturbable, nn.Module):
@@ -54,8 +55,6 @@ class EncoderHeadModel(Perturbable, nn.Module):
         from xdpx.models.checkpoints import load_weights_into, resolve_checkpoint
 
         if self.text_encoder.args.get("pretrained_layers"):  # a shallower student of chosen layers
-            from xdpx.models.students import load_selected_layers
-
             load_selected_layers(self, path, log)
         elif not self.text_encoder.load_pretrained(self, path, log):
             load_weights_into(self, resolve_checkpoint(path), strict=False, say=log,

@@ -23,17 +23,20 @@ from typing import Any
 
 from torch import nn
 
+from xdpx import io
 from xdpx.config.options import Option, Rule
+from xdpx.config.writers import read_args
 from xdpx.errors import UserError
+from xdpx.models.bert_options import pretrained_config
+from xdpx.models.hf_hub import hf_config_of
+from xdpx.models.parts import options_view
+from xdpx.models.st_folder import transformer_folder
 
 
 def _run_args(path: str | None) -> dict[str, Any] | None:
     """args.py of the x-train run ``path`` (a run, ``<run>/<best>``, a checkpoint in it) belongs to; else None."""
     if not path:
         return None
-    from xdpx import io
-    from xdpx.config.writers import read_args
-
     base = path.rstrip("/")
     for alias in ("<best>", "<last>"):
         if base.endswith(alias):
@@ -45,7 +48,7 @@ def _run_args(path: str | None) -> dict[str, Any] | None:
 
 def encoder_family(args: Any) -> str | None:
     """The encoder family (bert, hf, cnn, lstm) a config or a run's args use; None for a whole model."""
-    from xdpx.models.choice import composition
+    from xdpx.models.choice import composition  # lazy: choice imports the encoders, which import this module
 
     pair = composition(args)  # a dict (args.py) or the options: both have .get
     return pair[0] if pair else None
@@ -55,13 +58,8 @@ def source_depth(args: Any) -> int | None:
     """How many transformer layers ``pretrained_model`` has (None when its config does not say)."""
     path = args.get("pretrained_model")
     if encoder_family(args) == "hf":
-        from xdpx.models.hf_hub import hf_config_of
-        from xdpx.models.st_folder import transformer_folder
-
         config = hf_config_of(transformer_folder(path)) or {}
     else:
-        from xdpx.models.bert_options import pretrained_config
-
         config = pretrained_config(path)
     depth = config.get("num_hidden_layers")
     return int(depth) if depth is not None else None
@@ -144,8 +142,6 @@ def select_layers(source: dict[str, Any], source_layers: list[str], target_layer
 
 def load_selected_layers(model: nn.Module, path: str, log: Any = print) -> None:
     """Initialise ``model`` (an encoder-and-head model with ``pretrained_layers``) from ``path``'s layers."""
-    from xdpx.models.parts import options_view
-
     encoder, head = model.text_encoder, model.task_head
     picked = [int(n) for n in encoder.args.pretrained_layers]
     depth = source_depth(encoder.args)
