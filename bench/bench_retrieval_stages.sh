@@ -1,0 +1,56 @@
+#!/bin/sh
+# NDCG@10 of the three retrieval stages on the STS-B retrieval test set as a BEIR folder (1,337 documents,
+# 309 queries; python examples/retrieval/prepare_data.py): all-MiniLM-L6-v2 fine-tuned with in-batch
+# negatives, the same with mined hard negatives, and the second reranked by a MiniLM cross-encoder trained on
+# the mined pairs. Real x-train / x-eval runs, one after the other (docs/tasks.md, "Rerankers").
+#   sh examples/bert/link_minilm.sh && python examples/retrieval/prepare_data.py
+#   sh bench/bench_retrieval_stages.sh            # outputs/bench_stages/*.tsv, the table printed at the end
+set -e
+out=outputs/bench_stages
+beir=examples/data/full/stsb_retrieval_beir/test
+mkdir -p $out/raw_triplets $out/raw_rerank
+x-prepro examples/retrieval/prepro_retrieval_bert.hjson
+# 1. in-batch negatives (examples/retrieval/train_retrieval_minilm.hjson, 1 epoch)
+x-train - <<EOF2
+{__parent__: examples/retrieval/train_retrieval_minilm, save_dir: $out/inbatch}
+EOF2
+# 2. hard negatives mined with run 1 (train and dev), then the same training from MiniLM with them
+for split in train dev; do
+  x-script mine_negatives $out/inbatch examples/data/full/stsb_retrieval/$split.tsv $out/raw_triplets/$split.tsv --k 20
+done
+x-prepro - <<EOF2
+{__parent__: examples/retrieval/prepro_retrieval_bert, data_source: $out/raw_triplets,
+ data_files: {train.tsv: train, dev.tsv: dev}, data_dir: $out/data_triplets, loader: triplet, label_column: 3}
+EOF2
+x-train - <<EOF2
+{__parent__: examples/retrieval/train_retrieval_minilm, data_dir: $out/data_triplets, save_dir: $out/mined}
+EOF2
+# 3. a cross-encoder on the mined pairs (examples/retrieval/train_rerank_minilm.hjson), reranking run 2's top 20
+for split in train dev; do
+  x-script rerank_pairs $out/raw_triplets/$split.tsv $out/raw_rerank/$split.tsv
+done
+x-prepro - <<EOF2
+{__parent__: examples/retrieval/prepro_rerank_bert, data_source: $out/raw_rerank, data_dir: $out/data_rerank}
+EOF2
+x-train - <<EOF2
+{__parent__: examples/retrieval/train_rerank_minilm, data_dir: $out/data_rerank, save_dir: $out/reranker}
+EOF2
+for run in inbatch mined; do
+  x-eval - <<EOF2
+{save_dir: $out/$run, valid_subset: $beir, save_to_file: $out/eval_$run.tsv, save_mode: w}
+EOF2
+done
+x-eval - <<EOF2
+{save_dir: $out/reranker, first_stage: $out/mined, rerank_k: 20, valid_subset: $beir,
+ save_to_file: $out/eval_reranked.tsv, save_mode: w}
+EOF2
+python - <<EOF2
+import csv
+rows = {name: next(csv.DictReader(open(f"$out/eval_{name}.tsv"), delimiter="\t")) for name in ("inbatch", "mined", "reranked")}
+print("stage\tndcg_at_10\tmrr_at_10\trecall_at_1\trecall_at_10")
+for name, key in (("in-batch negatives", ("inbatch", "")), ("+ mined hard negatives", ("mined", "")),
+                  ("+ reranker (top 20)", ("reranked", ""))):
+    row = rows[key[0]]
+    print(name, *(f"{float(row[m]):.4f}" for m in ("ndcg_at_10", "mrr_at_10", "recall_at_1", "recall_at_10")), sep="\t")
+print("reranked row's first stage ndcg_at_10:", rows["reranked"]["first_stage.ndcg_at_10"])
+EOF2
