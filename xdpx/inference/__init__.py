@@ -21,6 +21,11 @@ PUBLIC = {
     "calibrates": "calibration",
     "run_temperature": "calibration",
     "scale_logits": "calibration",
+    "BASELINES": "explain",  # token attributions (x-serve's POST /explain)
+    "Unsupported": "explain",
+    "check_explainable": "explain",
+    "encode_texts": "explain",
+    "explain_samples": "explain",
     "LOAD_OPTIONS": "options",
     "TRUST_USER_DIR": "options",
     "load_model": "loading",

@@ -25,9 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from xdpx.data.tags import entity_spans
 from xdpx.errors import UserError
 from xdpx.inference.explain_words import merged, piece_words, text_words
-from xdpx.models.choice import model_label
+from xdpx.models.choice import head_name, model_label
+from xdpx.utils.optional import require
 
 BASELINES = ("pad", "zeros", "mask")
 # heads with no label per text: why
@@ -70,8 +72,6 @@ class Unsupported(UserError):
 
 def check_explainable(run_args: Any) -> None:
     """Refuse, before any work, a run with no label per text to explain (language models, bi-encoders)."""
-    from xdpx.models.choice import head_name
-
     head = head_name(run_args)
     if head in NO_LABEL:
         raise Unsupported(f"explain: model {model_label(run_args)} {NO_LABEL[head]}: it has no label to explain")
@@ -156,7 +156,7 @@ class EmbeddingHooks:
     field, or put given vectors in its place (the IG path)."""
 
     def __init__(self, model: Any) -> None:
-        import torch
+        import torch  # lazy: x-pred imports this module at start, --dry included, which needs no torch
 
         self.modules = [m for m in model.modules() if isinstance(m, torch.nn.Embedding)]
         self.fields: dict[int, str] = {}  # id(tensor) -> field name, for the pass under way
@@ -190,8 +190,6 @@ def explain_samples(loaded: Any, samples: list[dict[str, Any]], texts: list[list
     entity, none when it found none). ``texts``: each sample's raw texts, to show the words as spelled
     (None: from the tokens). ``batch_size``: samples per IG pass (each is ``n_steps`` forward and backward
     passes wide); default: the run's batch size over ``n_steps``, at least 1."""
-    from xdpx.utils.optional import require
-
     require("captum", "explain")  # one clear line when the package is missing
     if baseline not in BASELINES:
         raise UserError(f"explain_baseline: {baseline!r} is not one of {', '.join(BASELINES)}")
@@ -206,10 +204,8 @@ def explain_samples(loaded: Any, samples: list[dict[str, Any]], texts: list[list
 
 def _explain_batch(loaded: Any, samples: list[dict[str, Any]], texts: list[Any], baseline: str,
                    n_steps: int) -> list[list[Explanation]]:
-    import torch
+    import torch  # lazy: x-pred imports this module at start, --dry included, which needs no torch
     from captum.attr import IntegratedGradients  # lazy: optional package, only for explain
-
-    from xdpx.data.tags import entity_spans
 
     model, processor = loaded.model, loaded.processor
     batch = processor.collate(samples)
@@ -304,7 +300,7 @@ def _picked(values: Any, target: Any) -> Any:
 
 
 def _content_mask(ids: Any, processor: Any, specials: set[int]) -> Any:
-    import torch
+    import torch  # lazy: x-pred imports this module at start, --dry included, which needs no torch
 
     content = ids.ne(processor.pad_index)
     for special in specials:

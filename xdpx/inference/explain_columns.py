@@ -19,7 +19,14 @@ from xdpx.config.errors import ConfigError
 from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
-from xdpx.inference.explain import BASELINES, Explanation, explain_samples, word_scores
+from xdpx.inference.explain import (
+    BASELINES,
+    Explanation,
+    Unsupported,
+    check_explainable,
+    explain_samples,
+    word_scores,
+)
 
 EXPLAIN_OPTIONS: list[Any] = [
     Option("explain", bool, default=False, children={True: [
@@ -108,8 +115,6 @@ class ExplainedFormat:
 def check_explain(args: Any, run_args: Any) -> None:
     """x-pred with explain: true on a run it cannot explain (a language model, a bi-encoder): exit 2
     before the model loads."""
-    from xdpx.inference.explain import Unsupported, check_explainable
-
     if not args.explain:
         return
     try:

@@ -21,7 +21,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from xdpx.errors import UserError
-from xdpx.inference.explain import BASELINES, Unsupported, check_explainable, encode_texts, explain_samples
+from xdpx.inference import BASELINES, Unsupported, check_explainable, encode_texts, explain_samples
 from xdpx.serve.batching import Batcher, Overloaded
 from xdpx.serve.limits import RequestError, parse_inputs, read_body
 from xdpx.serve.metrics import CLIENT_CLOSED
