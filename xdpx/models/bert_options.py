@@ -12,8 +12,13 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from xdpx import io
+from xdpx.config.errors import ConfigError
 from xdpx.config.options import Option, Rule
 from xdpx.config.ranges import above, at_least, in_range
+from xdpx.config.writers import read_args
+from xdpx.models.checkpoints import CheckpointError
+from xdpx.models.hf_hub import local_pretrained
 from xdpx.models.st_folder import transformer_folder
 
 HF_CONFIG_FILES = ("config.json", "bert_config.json")
@@ -37,17 +42,12 @@ def _strip_alias(path: str) -> str:
 def pretrained_config(path: str | None) -> dict[str, Any]:
     """The architecture of ``pretrained_model``: a config.json (HF), bert_config.json (Google TF), or the
     args.py of the x-train run a checkpoint belongs to. ``{}`` when there is none (a bare weights file)."""
-    from xdpx import io
-
     if not path:
         return {}
-    from xdpx.models.checkpoints import CheckpointError
-    from xdpx.models.hf_hub import local_pretrained
 
     try:  # a Hugging Face Hub name: the snapshot folder in the local cache
         path = local_pretrained(path)
     except CheckpointError as e:  # while the config is resolved: a config error, before any work
-        from xdpx.config.errors import ConfigError
 
         raise ConfigError(f"key 'pretrained_model': {e}") from None
     path = transformer_folder(path)  # a sentence-transformers folder: its Transformer module's
@@ -61,8 +61,6 @@ def pretrained_config(path: str | None) -> dict[str, Any]:
                     return dict(json.load(f))
         args_file = io.join(folder, "args.py")
         if io.exists(args_file):
-            from xdpx.config.writers import read_args
-
             saved = read_args(args_file)
             return {k: saved[k] for k in (*ARCHITECTURE_DEFAULTS, "pruned_heads") if k in saved}
     return {}

@@ -19,7 +19,9 @@ from xdpx.command import script
 from xdpx.config.errors import ConfigError
 from xdpx.errors import UserError
 from xdpx.io.ownership import is_run_dir, record
+from xdpx.models.checkpoints import list_checkpoints, load_weights, save_torch
 from xdpx.scripts.result_tables import check_writable, split_flags
+from xdpx.viz.runs import read_run
 
 USAGE = "usage: x-script average_checkpoints SAVE_DIR (--last N | --best K) [--out PATH]"
 TOOL = "average_checkpoints"
@@ -27,9 +29,6 @@ TOOL = "average_checkpoints"
 
 def choose(save_dir: str, last: int | None, best: int | None) -> list[tuple[int, str]]:
     """(step, path) of the checkpoints to average, oldest first."""
-    from xdpx.models.checkpoints import list_checkpoints
-    from xdpx.viz.runs import read_run
-
     saved = list_checkpoints(save_dir)
     count = last if last is not None else best
     if last is not None:
@@ -54,9 +53,7 @@ def choose(save_dir: str, last: int | None, best: int | None) -> list[tuple[int,
 
 def average(paths: list[str]) -> dict[str, Any]:
     """The mean of the floating-point tensors of the state_dicts at ``paths``; other tensors from the last."""
-    import torch
-
-    from xdpx.models.checkpoints import load_weights
+    import torch  # lazy: torch is heavy; x-script --help imports every tool
 
     first = load_weights(paths[0])
     sums = {k: v.double() for k, v in first.items() if torch.is_floating_point(v)}
@@ -96,8 +93,6 @@ def main(argv: list[str]) -> int:
 
     --last N or --best K (by the major metric of valid.log.tsv); --out, default SAVE_DIR/averaged-last-N.pt
     or averaged-best-K.pt; x-eval, x-pred and the exports accept the result."""
-    from xdpx.models.checkpoints import save_torch
-
     save_dir, last, best, out = parse(argv)
     if not io.isdir(save_dir) or not is_run_dir(save_dir):
         raise UserError(f"{TOOL}: {save_dir} is not a run directory of x-train")

@@ -43,11 +43,11 @@ def to_tsv(labels: list[str], counts: list[list[int]]) -> str:
 
 def to_png(labels: list[str], counts: list[list[int]], title: str) -> bytes:
     """The heat map as PNG bytes: a cell's colour and number are its count."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib is heavy; x-script --help imports every tool
 
     matplotlib.use("Agg")
-    from matplotlib import font_manager
-    from matplotlib import pyplot as plt
+    from matplotlib import font_manager  # lazy: matplotlib is heavy; x-script --help imports every tool
+    from matplotlib import pyplot as plt  # lazy: matplotlib is heavy; x-script --help imports every tool
 
     size = 2.5 + 0.6 * len(labels)
     figure, axes = plt.subplots(figsize=(size + 1, size), dpi=100)

@@ -13,14 +13,13 @@ from xdpx import io
 from xdpx.chain import resolve_runs
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
+from xdpx.config.writers import read_args
 from xdpx.errors import UserError
 from xdpx.io.credentials import redact
 
 
 def resolved_options(path: str) -> dict[str, Any]:
     """The flat options of a run directory or of an x-train config file."""
-    from xdpx.config.writers import read_args
-
     if io.isdir(path):
         args_path = io.join(path, "args.py")
         if not io.exists(args_path):

@@ -11,6 +11,7 @@ from xdpx.chain import script_main
 from xdpx.command import commands, script
 from xdpx.config.options import Args, Option
 from xdpx.export.command import ExportCommand
+from xdpx.export.companions import write_companions
 
 NAME = "export_hf"
 
@@ -27,7 +28,7 @@ class ExportHf(ExportCommand):
     ]
 
     def export(self, args: Args, run: Any, samples: list[dict[str, Any]]) -> None:
-        from xdpx.export.companions import write_companions
+        # lazy: export.hf needs numpy; x-prepro --dry loads every command without it
         from xdpx.export.hf import check_hf_directory, write_hf_directory
 
         architecture = write_hf_directory(run, args.out_dir)

@@ -10,6 +10,7 @@ from xdpx.command import commands, script
 from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
 from xdpx.export.command import ExportCommand
+from xdpx.export.companions import write_companions
 
 NAME = "export_onnx"
 
@@ -25,7 +26,7 @@ class ExportOnnx(ExportCommand):
     ]
 
     def export(self, args: Args, run: Any, samples: list[dict[str, Any]]) -> None:
-        from xdpx.export.companions import write_companions
+        # lazy: export.onnx imports torch; x-prepro and every --help load this command without it
         from xdpx.export.onnx import export_onnx, output_names
 
         path, report, inputs = export_onnx(run, args.out_dir, samples, args.opset_version)

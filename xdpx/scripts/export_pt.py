@@ -40,11 +40,13 @@ class ExportPt(Command):
     def run(self, args: Args, dry: bool = False) -> None:
         if dry:
             return
+        # lazy: needs numpy; x-prepro --dry loads every command without it
         from xdpx.export.tf_import import check_conversion, convert
 
         architecture, config = convert(args.tf_ckpt_path, args.tf_config, args.out_dir, args.num_classes)
         parity = "not checked (check_outputs: false)"
         if args.check_outputs:
+            # lazy: needs numpy; x-prepro --dry loads every command without it
             from xdpx.export.parity import ParityError
 
             try:

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from xdpx import io
 from xdpx.chain import script_main
 from xdpx.command import commands, script
 from xdpx.config.options import Args, Option
 from xdpx.errors import UserError
 from xdpx.export.command import ExportCommand
+from xdpx.export.companions import write_companions
 from xdpx.models.choice import model_label
 
 NAME = "export_tf"
@@ -55,7 +57,7 @@ class ExportTf(ExportCommand):
     ]
 
     def export(self, args: Args, run: Any, samples: list[dict[str, Any]]) -> None:
-        from xdpx.export.companions import write_companions
+        # lazy: needs numpy; x-prepro --dry loads every command without it
         from xdpx.models.tf_checkpoint import require_tensorflow
 
         if run.args.model is None:
@@ -71,10 +73,11 @@ class ExportTf(ExportCommand):
         print(f"wrote {args.out_dir} ({args.export_format}); parity: {info['parity']}")
 
     def write_checkpoint(self, args: Args, run: Any) -> dict[str, Any]:
-        import numpy as np
+        import numpy as np  # lazy: x-prepro --dry loads every command without numpy
 
-        from xdpx import io
-        from xdpx.export.tf_savedmodel import SAVEDMODEL_MODELS, inputs_of
+        from xdpx.export.tf_savedmodel import SAVEDMODEL_MODELS, inputs_of  # lazy: numpy, as above
+
+        # lazy: numpy, as above
         from xdpx.models.tf_checkpoint import hf_to_tf_name, read_tf_bert_checkpoint, write_tf_bert_checkpoint
 
         if run.args.model not in SAVEDMODEL_MODELS:
@@ -106,6 +109,7 @@ class ExportTf(ExportCommand):
                 "parity": f"read back with TensorFlow: {len(kept)} tensors identical"}
 
     def write_savedmodel(self, args: Args, run: Any, samples: list[dict[str, Any]]) -> dict[str, Any]:
+        # lazy: needs numpy; x-prepro --dry loads every command without it
         from xdpx.export.tf_savedmodel import check_savedmodel, write_savedmodel
 
         layout = write_savedmodel(run, args.out_dir, args.signature_def_key, args.fix_len, args.init_tables)

@@ -9,6 +9,7 @@ from xdpx.chain import script_main
 from xdpx.command import commands, script
 from xdpx.config.options import Args
 from xdpx.export.command import ExportCommand
+from xdpx.export.companions import write_companions
 
 NAME = "export_torchscript"
 
@@ -20,7 +21,7 @@ class ExportTorchscript(ExportCommand):
     name = NAME
 
     def export(self, args: Args, run: Any, samples: list[dict[str, Any]]) -> None:
-        from xdpx.export.companions import write_companions
+        # lazy: export.torchscript imports torch; x-prepro and every --help load this command without it
         from xdpx.export.torchscript import export_torchscript
 
         path, report, inputs = export_torchscript(run, args.out_dir, samples)

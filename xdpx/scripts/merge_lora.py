@@ -22,10 +22,16 @@ import time
 from typing import Any
 
 from xdpx import io
-from xdpx.command import script
+from xdpx.command import COMMON_OPTIONS, script
 from xdpx.config.errors import ConfigError
+from xdpx.config.options import resolve
+from xdpx.config.writers import write_run_files
 from xdpx.errors import UserError
+from xdpx.export.parity import ParityError, check_parity, parity_batches, real_samples
+from xdpx.inference.loading import load_model, run_options
+from xdpx.inference.options import LOAD_OPTIONS
 from xdpx.io.ownership import RUN_MARKER, Output, check_outputs, claim, is_run_dir
+from xdpx.models.checkpoints import BEST, LAST, checkpoint_name, save_torch, write_index
 from xdpx.scripts.result_tables import split_flags
 from xdpx.utils.step_progress import Phases
 
@@ -38,11 +44,6 @@ COPIED_FILES = ("vocab.txt", "target_map.txt", "tokenizer.json")
 def load_options(save_dir: str, checkpoint: str | None, extra: dict[str, Any] | None = None) -> Any:
     """x-eval's options for the run (``extra`` overrides the run's own, as extra_config); no checkpoint:
     <best>, else <last>, else the latest state, as x-eval chooses."""
-    from xdpx.command import COMMON_OPTIONS
-    from xdpx.config.options import resolve
-    from xdpx.inference.options import LOAD_OPTIONS
-    from xdpx.models.checkpoints import BEST, LAST
-
     spec = io.join(save_dir, checkpoint) if checkpoint in (BEST, LAST) else checkpoint
     values = {"save_dir": save_dir, "checkpoint": spec, "cuda": False, "extra_config": extra or {}}
     return resolve(values, COMMON_OPTIONS + LOAD_OPTIONS, TOOL, check_paths=False)
@@ -50,6 +51,7 @@ def load_options(save_dir: str, checkpoint: str | None, extra: dict[str, Any] | 
 
 def merged_copy(model: Any) -> Any:
     """A copy of ``model`` with its adapters folded in (the original keeps them, for the parity check)."""
+    # lazy: models.lora imports torch; x-script --help imports every tool
     from xdpx.models.lora import merge_lora
 
     return merge_lora(copy.deepcopy(model)).eval()
@@ -57,8 +59,6 @@ def merged_copy(model: Any) -> Any:
 
 def check_merge(loaded: Any, merged: Any, data_dir: str | None) -> str:
     """Outputs of the merged model vs the adapters on real samples; the report line (ParityError -> UserError)."""
-    from xdpx.export.parity import ParityError, check_parity, parity_batches, real_samples
-
     batches = parity_batches(loaded.processor, real_samples(loaded.run_args, data_dir=data_dir))
     try:
         report = check_parity(lambda b: loaded.model(**b), lambda b: merged(**b), batches, "merged model",
@@ -71,9 +71,6 @@ def check_merge(loaded: Any, merged: Any, data_dir: str | None) -> str:
 def write_run(out: str, run_args: Any, weights: dict[str, Any], step: int, source: str, parity: str,
               save_dir: str) -> str:
     """OUT_DIR as a run directory of the plain model; returns the checkpoint's path."""
-    from xdpx.config.writers import write_run_files
-    from xdpx.models.checkpoints import checkpoint_name, save_torch, write_index
-
     io.makedirs(out)
     claim(TOOL, out)
     write_run_files(run_args, out, header=f"# x-script merge_lora of {source}: the adapters folded in\n")
@@ -106,8 +103,6 @@ def main(argv: list[str]) -> int:
 
     The checkpoint is --checkpoint (default <best>); the merged model is checked against the adapters on real
     samples (<= 1e-5), and x-eval, x-pred, x-serve and the exports load OUT_DIR like any run."""
-    from xdpx.inference.loading import load_model, run_options
-
     save_dir, out, checkpoint, data_dir = parse(argv)
     if not io.isdir(save_dir) or not is_run_dir(save_dir):
         raise UserError(f"{TOOL}: {save_dir} is not a run directory of x-train")

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from xdpx import io
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
@@ -96,8 +98,6 @@ def pick_negatives(query_vectors: Any, corpus_vectors: Any, queries: list[str], 
                    max_score: float) -> tuple[dict[str, str], int]:
     """The hard negative of each query that has one, and how many candidates scored above ``max_score``
     (the vectors: numpy ``[N, D]``, normalised)."""
-    import numpy as np  # with the model: x-script's start (every tool's module imported) stays light
-
     negatives: dict[str, str] = {}
     too_close = 0
     k = min(k, len(corpus))

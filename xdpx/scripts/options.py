@@ -13,6 +13,7 @@ from xdpx.config.errors import ConfigError
 from xdpx.config.loader import parse_hjson
 from xdpx.config.options import Option, type_name, walk_options
 from xdpx.config.ranges import Range
+from xdpx.registry import REGISTRIES  # noqa: F401 (the registries the walk reaches are loaded)
 
 
 def parse_choices(tokens: list[str]) -> dict[str, Any]:
@@ -38,8 +39,6 @@ def parse_choices(tokens: list[str]) -> dict[str, Any]:
 def child_conditions(root: list[Any]) -> dict[str, str]:
     """``{option name: 'parent: value'}`` for every option that a parent's value switches on (its
     ``children``), found through the whole declaration tree, components' options included."""
-    from xdpx.registry import REGISTRIES  # noqa: F401 (the registries the walk reaches are loaded)
-
     conditions: dict[str, str] = {}
     seen: set[int] = set()
     pending = list(root)

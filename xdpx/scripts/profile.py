@@ -66,7 +66,7 @@ class ModuleRanges:
         self.model, self.handles, self.open = model, [], {}
 
     def __enter__(self) -> ModuleRanges:
-        import torch
+        import torch  # lazy: torch is heavy; x-script --help imports every tool
 
         for name, module in self.model.named_modules():
             label = RANGE_PREFIX + (name or "(model)")
@@ -107,9 +107,9 @@ def module_table(events: Any, model: Any) -> list[tuple[str, str, int, float, fl
 @script("profile")
 def main(argv: list[str]) -> int:
     """Train a few updates of an x-train config under torch.profiler: Chrome trace + per-module times."""
-    import torch
+    import torch  # lazy: torch is heavy; x-script --help imports every tool
 
-    from xdpx.train.loop import Trainer
+    from xdpx.train.loop import Trainer  # lazy: torch is heavy; x-script --help imports every tool
 
     config, steps, out = _parse(argv)
     runs = resolve_runs("x-train", config)

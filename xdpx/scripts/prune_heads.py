@@ -24,8 +24,15 @@ from typing import Any
 from xdpx import io
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
+from xdpx.config.options import resolve
+from xdpx.config.writers import ARGS_FILE, read_args, write_run_files
+from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
+from xdpx.export.loading import load_run
+from xdpx.inference.loading import training_root
 from xdpx.io.ownership import Output, check_outputs, claim
+from xdpx.models.checkpoints import save_torch, write_index
+from xdpx.runtime.run_files import format_value
 from xdpx.scripts.result_tables import number_flag, split_flags
 
 USAGE = ("usage: x-script prune_heads SAVE_DIR OUT --heads N [--split dev] [--checkpoint <best>] "
@@ -45,9 +52,9 @@ def attention_layers(model: Any) -> list[Any]:
 
 def head_importance(task: Any, model: Any, processor: Any, data: Any, batch_size: int) -> list[list[float]]:
     """Per layer, per current head: mean |d loss / d gate| over ``data``, normalised per layer (L2)."""
-    import torch
+    import torch  # lazy: torch is heavy; x-script --help imports every tool
 
-    from xdpx.runtime.scoring import length_order
+    from xdpx.runtime.scoring import length_order  # lazy: torch is heavy; x-script --help imports every tool
 
     layers = attention_layers(model)
     gates = [torch.ones(a.self.heads, requires_grad=True) for a in layers]
@@ -113,11 +120,6 @@ def _parse(argv: list[str]) -> tuple[str, str, int, str, str, int | None]:
 
 def write_run(loaded: Any, out: str, new_pruned: dict[str, list[int]], model: Any, header: str) -> str:
     """OUT as a run directory of the pruned model; returns the checkpoint's path."""
-    from xdpx.config.options import resolve
-    from xdpx.config.writers import ARGS_FILE, read_args, write_run_files
-    from xdpx.inference.loading import training_root
-    from xdpx.models.checkpoints import save_torch, write_index
-
     values = read_args(io.join(loaded.save_dir, ARGS_FILE))
     values.update(save_dir=out, pruned_heads=new_pruned)
     args = resolve(values, training_root(), "train", check_paths=False, origin=io.join(loaded.save_dir, ARGS_FILE))
@@ -141,10 +143,7 @@ def main(argv: list[str]) -> int:
                              lambda _key: "x-script prune_heads")
     if problems:
         raise ConfigError(problems)
-    from xdpx.data.dataset import open_split
-    from xdpx.export.loading import load_run
-    from xdpx.runtime.run_files import format_value
-    from xdpx.runtime.scoring import evaluate
+    from xdpx.runtime.scoring import evaluate  # lazy: torch is heavy; x-script --help imports every tool
 
     loaded = load_run(save_dir, checkpoint)
     model, task, args = loaded.model, loaded.task, loaded.args

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from xdpx import io
 from xdpx.config.options import Option, Rule
 from xdpx.errors import UserError
 from xdpx.models.encoders import encoders
@@ -204,8 +205,6 @@ class HFEncoder(Encoder):
     def load_pretrained(self, model: nn.Module, path: str, log: Any = print) -> bool:
         """A transformers folder (or Hub name in the cache) through ``from_pretrained``, whose key
         conversions cover every architecture; else (False) a checkpoint of an earlier run, by our names."""
-        from xdpx import io
-
         local = transformer_folder(local_pretrained(path))
         if not (io.isdir(local) and io.exists(io.join(local, "config.json")) and not io.is_remote(local)):
             return False
