@@ -34,5 +34,5 @@ def keyword_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                                                 "data_source": str(source), "data_dir": str(root / "data"),
                                                 "workers": 1})
     assert run_chain(["x-prepro", str(config)]) == 0
-    run = train_run(root, root / "data", max_epoch=6, eval_interval=..., learning_rate=1e-2, kernel_sizes=[1, 2])
+    run = train_run(root, root / "data", max_epoch=3, eval_interval=..., learning_rate=2e-2, kernel_sizes=[1, 2])
     return {"run": run, "dev": source / "dev.txt"}
