@@ -22,7 +22,7 @@ from xdpx.tasks import tasks
 SAMPLES = REPO / "examples/data/sample"
 BERT = {"model": "bert_classification", "intermediate_size": 64, "max_position_embeddings": 64,
         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "batch_size": 16, "learning_rate": 1e-3,
-        "major_metric": "accuracy", "eval_interval": 4, "lr_scheduler": "constant", "save_last_only": True}
+        "major_metric": "accuracy", "eval_interval": 2, "lr_scheduler": "constant", "save_last_only": True}
 TEACHER = {"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4, "pretrained_model": None}
 
 
@@ -34,7 +34,7 @@ def teacher(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                                             "data_dir": str(root / "data"), "workers": 1, "max_len": 32,
                                             "vocab_file": str(SAMPLES / "vocab/chinese_vocab.txt")})
     run("x-train", root / "teacher.hjson", {"__parent__": "${data_dir}/meta", "data_dir": str(root / "data"),
-                                            **BERT, **TEACHER, "max_update": 4, "save_dir": str(root / "teacher"),
+                                            **BERT, **TEACHER, "max_update": 2, "save_dir": str(root / "teacher"),
                                             "loss": "cross_entropy"})
     return {"root": root, "data": root / "data", "teacher": root / "teacher"}
 
@@ -61,7 +61,7 @@ def teacher_weights(run_dir: Path) -> dict[str, torch.Tensor]:
 
 def test_a_student_of_layers_2_and_4_trains_resumes_and_evaluates(teacher, tmp_path):
     save_dir = tmp_path / "student"
-    config = write_json(tmp_path / "student.hjson", student(teacher, save_dir, max_update=8, train_steps=4))
+    config = write_json(tmp_path / "student.hjson", student(teacher, save_dir, max_update=4, train_steps=2))
     assert run_chain(["x-train", str(config)]) == 0
     args = read_args(str(save_dir / "args.py"))
     assert args["num_hidden_layers"] == 2 and args["hidden_size"] == 32  # depth from pretrained_layers, width kept
@@ -83,13 +83,13 @@ def test_a_student_of_layers_2_and_4_trains_resumes_and_evaluates(teacher, tmp_p
 
     # resumed: the saved state wins, the teacher's layers are not loaded again
     trained = teacher_weights(save_dir)
-    resumed = write_json(tmp_path / "resume.hjson", student(teacher, save_dir, max_update=8, resume=True))
+    resumed = write_json(tmp_path / "resume.hjson", student(teacher, save_dir, max_update=4, resume=True))
     assert run_chain(["x-train", str(resumed)]) == 0
     log = (save_dir / "log.txt").read_text()
-    assert "resumed from state.pt: epoch 1, update 4" in log and log.count("as this model's 2") == 1
+    assert "resumed from state.pt: epoch 1, update 2" in log and log.count("as this model's 2") == 1
     from xdpx.models.checkpoints import load_torch
 
-    assert load_torch(str(save_dir / "state.pt"))["counters"]["num_updates"] == 8
+    assert load_torch(str(save_dir / "state.pt"))["counters"]["num_updates"] == 4
     assert any(not torch.equal(v, trained[k]) for k, v in teacher_weights(save_dir).items())
 
     # evaluated like any run of its model: no teacher needed
