@@ -34,10 +34,12 @@ def is_onnx_export(path: str) -> bool:
 
 def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads: int | None = None,
                         say: Any = print, max_tokens: int | None = None, trust_user_dir: bool = False,
-                        backend: str = "auto") -> Any:
+                        backend: str = "auto", raw_probs: bool = False) -> Any:
     """A Predictor whose model is the export's onnxruntime session when it matches the run's model and is
     faster on the CPU (else the run's PyTorch model, said so); raises UserError when parity fails.
-    ``backend`` "onnxruntime" or "pytorch" pins the choice (after the same parity check); "auto" times both."""
+    ``backend`` "onnxruntime" or "pytorch" pins the choice (after the same parity check); "auto" times both.
+    The run's calibration.json applies as to the run itself (the export holds the same weights), unless
+    ``raw_probs``."""
     if backend not in ("auto", "onnxruntime", "pytorch"):
         raise ValueError(f"backend must be auto, onnxruntime or pytorch, not {backend!r}")
     from xdpx.export import (  # lazy: torch, for an export only
@@ -56,7 +58,7 @@ def load_onnx_predictor(export_dir: str, batch_size: int | None = None, threads:
                         "x-serve checks the ONNX model against it at start: serve the run directory instead, "
                         "or copy it to that path")
     predictor = load_predictor(save_dir, checkpoint, batch_size, cpu=True, threads=threads, max_tokens=max_tokens,
-                               trust_user_dir=trust_user_dir)
+                               trust_user_dir=trust_user_dir, raw_probs=raw_probs)
     loaded = predictor.loaded
     onnx_model = OnnxModel(os.path.join(export_dir, ONNX_FILE), record["inputs"], threads)
     samples = real_samples(loaded.run_args)

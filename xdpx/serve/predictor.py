@@ -218,7 +218,7 @@ def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int |
         # --backend pins the engine (after the same check against the run); none: the faster one
         pinned = {"torch": "pytorch", "onnx": "onnxruntime", None: "auto"}[backend]
         return load_onnx_predictor(path, batch_size, threads, say=say, max_tokens=max_tokens,
-                                   trust_user_dir=trust_user_dir, backend=pinned)
+                                   trust_user_dir=trust_user_dir, backend=pinned, raw_probs=raw_probs)
     if bf16 and read_record(path) is not None:
         raise UserError(f"{path} is an int8 model (x-script quantize): --bf16 applies to a float32 run directory")
     predictor = load_predictor(path, checkpoint, batch_size, cpu, threads, max_tokens, trust_user_dir, raw_probs,
