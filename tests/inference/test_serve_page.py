@@ -130,13 +130,15 @@ def explain(server: Server, *texts: str) -> Any:
     return status, answer
 
 
-def test_a_text_shows_the_label_and_one_bar_per_label(browser: Any, server: Server) -> None:
+def test_a_text_shows_the_label_and_one_bar_per_label(browser: Any, server: Server, cnn_run: Path) -> None:
     page = Page(browser, server)
     policy = page.response.headers["content-security-policy"]
     assert "default-src 'self'" in policy and "script-src 'nonce-" in policy
     _, info, _ = request(server.address, "GET", "/info")
     assert page.tab.text_content("#run-name") == info["run"] and info["model"] == "cls_cnn"
     assert info["metrics_of"].startswith("dev at update ") and 0 <= info["metrics"]["accuracy"] <= 1
+    assert info["data"]["samples"] == "dev 60, test 60, train 240" and info["data"]["tokenizer"] == "char_zh"
+    assert str(cnn_run.parent) not in json.dumps(info, ensure_ascii=False)  # names, never a path
     assert page.tab.locator("#metric-table tr").count() == len(info["metrics"])
     for text in TEXTS[:3]:
         status, (expected,) = predict(server, text)
