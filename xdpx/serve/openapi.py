@@ -44,6 +44,13 @@ def openapi_document(limits: Any, labels: list[str], embeds: bool = False) -> di
             "/ready": {"get": {"summary": "Readiness: 200 when predictions can be answered",
                                "responses": {"200": {"description": "ready"},
                                              "503": _error("the batcher is not running")}}},
+            "/info": {"get": {"summary": "The run served: name, model, checkpoint, labels, the checkpoint's metrics, "
+                                         "the data it was trained on (no filesystem paths)",
+                              "responses": {"200": {"description": "the run",
+                                                    "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+            "/": {"get": {"summary": "A page to try the model in a browser (GET /info's run beside the answers)",
+                          "responses": {"200": {"description": "the page",
+                                                "content": {"text/html": {"schema": {"type": "string"}}}}}}},
             "/metrics": {"get": {"summary": "Prometheus metrics (text format)",
                                  "responses": {"200": {"description": "metrics",
                                                        "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
