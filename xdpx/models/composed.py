@@ -19,7 +19,7 @@ from torch import nn
 
 from xdpx.config.options import MISSING, Option
 from xdpx.models import models
-from xdpx.models.checkpoints import renamed_prefixes
+from xdpx.models.checkpoints import load_weights_into, renamed_prefixes, resolve_checkpoint
 from xdpx.models.encoders import encoders
 from xdpx.models.heads import heads
 from xdpx.models.layer_groups import freeze, lr_scales
@@ -52,8 +52,6 @@ class EncoderHeadModel(Perturbable, nn.Module):
 
     def load_pretrained(self, path: str, log: Any = print) -> None:
         """``pretrained_model``: the encoder family's own loader, else any checkpoint by key (not strict)."""
-        from xdpx.models.checkpoints import load_weights_into, resolve_checkpoint
-
         if self.text_encoder.args.get("pretrained_layers"):  # a shallower student of chosen layers
             load_selected_layers(self, path, log)
         elif not self.text_encoder.load_pretrained(self, path, log):
