@@ -34,7 +34,8 @@ def text_words(processor: Any, text: str, content: list[int]) -> list[tuple[str,
         for members in groups.values():
             start = min(encoding.offsets[k][0] for k in members)
             end = max(encoding.offsets[k][1] for k in members)
-            words.append((text[start:end] or encoding.tokens[members[0]], members))
+            # byte-level BPE and SentencePiece count the space before a word into its first piece
+            words.append((text[start:end].strip() or encoding.tokens[members[0]], members))
         return words
     if getattr(tokenizer, "has_own_vocab", False):
         return None
