@@ -122,7 +122,7 @@ def run_command(command: Any, args: Any, dry: bool) -> None:
         if dry or command.every_rank or get_world_size() <= 1:
             command.run(args, dry=dry)
             return
-        # torch is imported only here: a chain of one process (and every --dry) stays torch-free.
+        # lazy: torch, imported only here: a chain of one process (and every --dry) stays torch-free
         from xdpx.runtime.distributed import on_main_process
 
         on_main_process(lambda: command.run(args, dry=dry))

@@ -42,7 +42,7 @@ def x_pred() -> None:
 
 
 def x_serve() -> None:
-    from xdpx.serve.command import main
+    from xdpx.serve.command import main  # lazy: each console script loads only its own command
 
     sys.exit(main(sys.argv[1:]))
 
@@ -56,7 +56,7 @@ def x_tune() -> None:
 
 
 def x_io() -> None:
-    from xdpx.io.cli import main
+    from xdpx.io.cli import main  # lazy: each console script loads only its own command
 
     sys.exit(main(sys.argv[1:]))
 
@@ -91,6 +91,6 @@ def x_script_entry() -> None:
 
 def x_submit() -> None:
     """``x-submit [flags] x-train config.hjson ...``: check like --dry, then submit to Slurm (docs/submit.md)."""
-    from xdpx.submit.main import main
+    from xdpx.submit.main import main  # lazy: each console script loads only its own command
 
     sys.exit(main(sys.argv[1:]))

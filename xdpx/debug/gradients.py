@@ -12,7 +12,7 @@ GradientStats = list[tuple[str, float, float]]  # (parameter, mean |grad|, max |
 
 def gradient_stats(named_parameters: Any) -> GradientStats:
     """(name, mean |grad|, max |grad|) of each parameter that has a gradient, in model order."""
-    import torch
+    import torch  # lazy: loads torch
 
     stats = []
     with torch.no_grad():
@@ -26,9 +26,9 @@ def gradient_stats(named_parameters: Any) -> GradientStats:
 
 def plot_gradients(stats: GradientStats, step: int, path: str, note: str = "") -> None:
     """A horizontal bar per parameter: max |grad| (light) behind mean |grad| (dark), log scale."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: loads matplotlib
 
-    from xdpx.viz import save_figure
+    from xdpx.viz import save_figure  # lazy: loads numpy
 
     rows = len(stats)
     figure = Figure(figsize=(10, 1.6 + 0.28 * max(rows, 1)), dpi=100, layout="constrained")

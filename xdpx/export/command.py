@@ -17,6 +17,7 @@ from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
 from xdpx.export.companions import EXPORT_INFO
+from xdpx.export.loading import load_run
 from xdpx.inference import TRUST_USER_DIR
 from xdpx.io.ownership import Output
 
@@ -70,8 +71,7 @@ class ExportCommand(Command):
     def run(self, args: Args, dry: bool = False) -> None:
         if dry:
             return
-        from xdpx.export.loading import load_run
-        from xdpx.export.parity import ParityError, real_samples
+        from xdpx.export.parity import ParityError, real_samples  # lazy: loads numpy
 
         run = load_run(args.save_dir, args.checkpoint, trust_user_dir=args.trust_user_dir,
                        user_dir=args.get("user_dir"))

@@ -9,11 +9,12 @@ BertForPreTraining, as config.json names) and compares its outputs with ours on 
 from __future__ import annotations
 
 import json
+import tempfile
 from typing import Any
 
 from xdpx import io
 from xdpx.errors import UserError
-from xdpx.export import sentence_transformers
+from xdpx.export import hf_family, sentence_transformers
 from xdpx.export.companions import labels_of
 from xdpx.export.parity import ParityReport, check_parity, parity_batches
 from xdpx.models.choice import composition, head_name, model_label
@@ -54,9 +55,7 @@ def tokenizer_config(args: Any) -> dict[str, Any]:
 
 def write_hf_directory(run: Any, out_dir: str) -> str:
     """Write config.json, model.safetensors, vocab.txt, tokenizer_config.json; return the class name."""
-    from safetensors.torch import save as save_safetensors
-
-    from xdpx.export import hf_family
+    from safetensors.torch import save as save_safetensors  # lazy: loads safetensors
 
     if head_name(run.args) == "bi_encoder":  # sentence embeddings: a sentence-transformers folder
         return sentence_transformers.write_folder(run, out_dir)
@@ -93,8 +92,6 @@ def hf_outputs(hf_model: Any, architecture: str, batch: dict[str, Any]) -> Any:
 
 def check_hf_directory(run: Any, out_dir: str, architecture: str, samples: list[dict[str, Any]]) -> ParityReport:
     """Load out_dir with transformers and compare its outputs with the run's model on real batches."""
-    from xdpx.export import hf_family
-
     if architecture == "SentenceTransformer":
         return sentence_transformers.check_folder(run, out_dir, samples)
     if hf_family.is_hf_family(run.model):
@@ -103,8 +100,6 @@ def check_hf_directory(run: Any, out_dir: str, architecture: str, samples: list[
     transformers = require("transformers", "export_hf's check (check_outputs: true; false skips it)")
     local = out_dir if not io.is_remote(out_dir) else None
     if local is None:
-        import tempfile
-
         local = tempfile.mkdtemp(prefix="xdpx-hf-")
         io.copytree(out_dir, local)
     hf_model = getattr(transformers, architecture).from_pretrained(local).eval()

@@ -70,7 +70,7 @@ def _labels(run: Any) -> dict[str, Any]:
 def write_directory(run: Any, out_dir: str) -> str:
     """Write the run as a transformers folder (see the module docstring); return its architecture."""
     transformers = require("transformers", "export_hf")
-    from safetensors.torch import save as save_safetensors
+    from safetensors.torch import save as save_safetensors  # lazy: loads safetensors
 
     model, architecture = run.model, architecture_of(run)
     with tempfile.TemporaryDirectory() as local:
@@ -99,7 +99,7 @@ def write_directory(run: Any, out_dir: str) -> str:
             tokenizer_json = io.join(run.save_dir, "tokenizer.json")
         if io.exists(tokenizer_json):  # the run's tokenizer, with its special tokens, as a transformers tokenizer
             with io.open(tokenizer_json) as f:
-                from tokenizers import Tokenizer
+                from tokenizers import Tokenizer  # lazy: loads tokenizers
 
                 tokenizer = transformers.PreTrainedTokenizerFast(
                     tokenizer_object=Tokenizer.from_str(f.read()), pad_token=run.args.get("pad_word"),
@@ -113,10 +113,10 @@ def write_directory(run: Any, out_dir: str) -> str:
 
 def check_directory(run: Any, out_dir: str, architecture: str, samples: list[dict[str, Any]]) -> ParityReport:
     """Load out_dir with transformers and compare with the run's model on real batches."""
-    import torch
-    from safetensors.torch import load as load_safetensors
+    import torch  # lazy: loads torch
+    from safetensors.torch import load as load_safetensors  # lazy: loads safetensors
 
-    from xdpx.models.bert_layers import mean_pool
+    from xdpx.models.bert_layers import mean_pool  # lazy: loads torch
 
     transformers = require("transformers", "export_hf's check (check_outputs: true; false skips it)")
     local = out_dir if not io.is_remote(out_dir) else tempfile.mkdtemp(prefix="xdpx-hf-")

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdpx import io
+from xdpx.command import COMMON_OPTIONS
+from xdpx.config.errors import ConfigError
+from xdpx.config.options import resolve
 from xdpx.errors import UserError
+from xdpx.inference import LOAD_OPTIONS, load_model
+from xdpx.models.checkpoints import BEST, LAST
 
 
 @dataclass
@@ -30,12 +35,6 @@ def load_run(save_dir: str, checkpoint: str = "<best>", trust_user_dir: bool = F
              user_dir: str | None = None) -> LoadedRun:
     """Rebuild the run's task, model and processor and load the checkpoint's weights (strictly); the
     user_dir the run names is imported with ``trust_user_dir`` only (or ``user_dir``, the user's own)."""
-    from xdpx.command import COMMON_OPTIONS
-    from xdpx.config.errors import ConfigError
-    from xdpx.config.options import resolve
-    from xdpx.inference import LOAD_OPTIONS, load_model
-    from xdpx.models.checkpoints import BEST, LAST
-
     spec = io.join(save_dir, checkpoint) if checkpoint in (BEST, LAST) else checkpoint
     values = {"save_dir": save_dir, "checkpoint": spec, "cuda": False, "trust_user_dir": trust_user_dir,
               "user_dir": user_dir}
@@ -46,7 +45,7 @@ def load_run(save_dir: str, checkpoint: str = "<best>", trust_user_dir: bool = F
         raise UserError(str(e)) from e
     loaded = load_model(args, say=lambda _message: None)
     if loaded.run_args.get("lora") is not None:  # exports hold the plain model: the adapters folded into the weights
-        from xdpx.models.lora import merge_lora
+        from xdpx.models.lora import merge_lora  # lazy: loads torch, numpy
 
         merge_lora(loaded.model)
     return LoadedRun(save_dir, loaded.checkpoint, loaded.run_args, loaded.task, loaded.model, loaded.processor)

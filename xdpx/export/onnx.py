@@ -12,6 +12,8 @@ import os
 import tempfile
 from typing import Any
 
+import torch
+
 from xdpx import io
 from xdpx.errors import UserError
 from xdpx.export.export_forms import export_form
@@ -52,8 +54,6 @@ def name_dynamic_axes(model: Any, input_names: list[str]) -> None:
 
 def output_names(model: Any, example: dict[str, Any]) -> list[str]:
     """``logits``, or for a model returning several tensors (bert_pretrain) a name for each."""
-    import torch
-
     with torch.no_grad():
         out = model(**example)
     if not isinstance(out, (tuple, list)):
@@ -65,10 +65,9 @@ def export_onnx(run: Any, out_dir: str, samples: list[dict[str, Any]],
                 opset_version: int | None = None) -> tuple[str, ParityReport, list[str]]:
     """Write out_dir/model.onnx; return its path, the onnxruntime parity report and the input order."""
     require_onnx()  # before the imports below: one line, not a traceback, when the extra is missing
-    import onnx
-    import onnxruntime
-    import torch
-    from torch.export import Dim
+    import onnx  # lazy: optional onnx
+    import onnxruntime  # lazy: optional onnxruntime
+    from torch.export import Dim  # lazy: torch.export loads slowly
 
     batches = parity_batches(run.processor, samples)
     input_names = list(batches[0])

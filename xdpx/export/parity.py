@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from xdpx import io
+from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
 
 PARITY_SPLITS = ("dev", "valid", "test", "train")
@@ -38,8 +39,6 @@ class ParityReport:
 
 def real_samples(args: Any, count: int = 32, data_dir: str | None = None) -> list[dict[str, Any]]:
     """Up to ``count`` samples of the run's data: its valid_subset, else dev/test/train."""
-    from xdpx.data.dataset import open_split
-
     data_dir = data_dir or args.data_dir
     if not data_dir or not io.isdir(data_dir):
         raise UserError(f"the parity check encodes real samples of the run's data, but data_dir {data_dir!r} "
@@ -91,7 +90,7 @@ def as_numpy(output: Any) -> list[np.ndarray]:
 def check_parity(eager: Callable[[dict[str, Any]], Any], exported: Callable[[dict[str, Any]], Any],
                  batches: list[dict[str, Any]], what: str, atol: float = 1e-4, rtol: float = 1e-4) -> ParityReport:
     """Run both on every batch; raise :class:`ParityError` naming the batch shape when they differ."""
-    import torch
+    import torch  # lazy: loads torch
 
     worst, shapes = 0.0, []
     for batch in batches:

@@ -48,7 +48,7 @@ def _tokenizer(run: Any, local: str) -> None:
     tokenizer_json = next((p for p in (io.join(run.save_dir, "tokenizer.json"), io.join(args.data_dir, "tokenizer.json"))
                            if io.exists(p)), None)
     if tokenizer_json is not None:
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer  # lazy: loads tokenizers
 
         with io.open(tokenizer_json) as f:
             tokenizer = transformers.PreTrainedTokenizerFast(
@@ -65,7 +65,7 @@ def _tokenizer(run: Any, local: str) -> None:
 
 def write_folder(run: Any, out_dir: str) -> str:
     """Write the sentence-transformers folder; return the description export.json records."""
-    from safetensors.torch import save as save_safetensors
+    from safetensors.torch import save as save_safetensors  # lazy: loads safetensors
 
     check_exportable(run)
     encoder, head = run.model.text_encoder, run.model.task_head
@@ -117,7 +117,7 @@ def write_folder(run: Any, out_dir: str) -> str:
 
 def check_folder(run: Any, out_dir: str, samples: list[dict[str, Any]]) -> ParityReport:
     """sentence-transformers' own encode of the samples' texts against the run's embeddings."""
-    import torch
+    import torch  # lazy: loads torch
 
     st = require("sentence_transformers", "export_hf's check of a bi-encoder (check_outputs: false skips it)")
     local = out_dir if not io.is_remote(out_dir) else tempfile.mkdtemp(prefix="xdpx-st-")

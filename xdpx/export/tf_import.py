@@ -15,6 +15,7 @@ import numpy as np
 from xdpx import io
 from xdpx.errors import UserError
 from xdpx.export.parity import ParityReport, check_parity
+from xdpx.export.tf_savedmodel import build_tf_bert
 from xdpx.models.tf_checkpoint import TIED_KEYS, local_checkpoint, read_tf_bert_checkpoint, require_tensorflow
 from xdpx.utils.optional import require
 
@@ -51,7 +52,7 @@ def architecture_of(weights: dict[str, Any], num_classes: int | None, path: str)
 
 def convert(tf_ckpt_path: str, tf_config: str, out_dir: str, num_classes: int | None) -> tuple[str, dict[str, Any]]:
     """Write out_dir; return the architecture and the HF config."""
-    from safetensors.numpy import save as save_safetensors
+    from safetensors.numpy import save as save_safetensors  # lazy: loads safetensors
 
     config = read_tf_config(tf_config)
     weights = read_tf_bert_checkpoint(tf_ckpt_path)
@@ -78,7 +79,7 @@ def convert(tf_ckpt_path: str, tf_config: str, out_dir: str, num_classes: int | 
 
 def probe_batches(config: dict[str, Any], seed: int = 0) -> list[dict[str, Any]]:
     """Batches of several shapes with padding (ids drawn from the vocabulary: no data exists here)."""
-    import torch
+    import torch  # lazy: loads torch
 
     generator = torch.Generator().manual_seed(seed)
     limit = min(int(config.get("max_position_embeddings", 512)), 48)
@@ -96,8 +97,6 @@ def probe_batches(config: dict[str, Any], seed: int = 0) -> list[dict[str, Any]]
 
 def check_conversion(tf_ckpt_path: str, out_dir: str, architecture: str, hf_config: dict[str, Any]) -> ParityReport:
     """TF (the checkpoint as it is) against transformers (the converted directory) on the same batches."""
-    from xdpx.export.tf_savedmodel import build_tf_bert
-
     tf = require_tensorflow()
     transformers = require("transformers", "export_pt's check (check_outputs: true; false skips it)")
     with local_checkpoint(tf_ckpt_path) as prefix:

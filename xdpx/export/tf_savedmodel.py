@@ -21,8 +21,11 @@ import numpy as np
 
 from xdpx import io
 from xdpx.errors import UserError
+from xdpx.export.companions import labels_of
 from xdpx.export.parity import check_parity, parity_batches
 from xdpx.export.tf_students import STUDENT_INPUTS, build_tf_student
+from xdpx.export.tf_text import attach_text_serving, check_text_savedmodel, check_text_tokenizer
+from xdpx.models.tf_checkpoint import hf_to_tf_name
 
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 SAVEDMODEL_MODELS = ("bert_classification", "bert_pair", "bert_lm", "bert_pretrain")
@@ -44,9 +47,7 @@ def build_tf_bert(weights: dict[str, np.ndarray], config: dict[str, Any], head: 
     ``weights`` have HF names and layouts, or with ``google_names`` the names and layouts of a Google TF
     checkpoint (kernels ``[in, out]``), so a TF checkpoint runs as it is, without our conversion.
     """
-    import tensorflow as tf
-
-    from xdpx.models.tf_checkpoint import hf_to_tf_name
+    import tensorflow as tf  # lazy: optional tensorflow
 
     act = _activation(tf, config["hidden_act"])
     eps = float(config["layer_norm_eps"])
@@ -155,7 +156,7 @@ def inputs_of(model_name: str) -> tuple[str, ...]:
 
 def pad_to(batch: dict[str, Any], length: int, pad_index: int) -> dict[str, Any]:
     """A batch padded to ``length`` (fix_len): ids with pad_index, token types and mask with 0."""
-    import torch
+    import torch  # lazy: loads torch
 
     widest = max(v.size(1) for v in batch.values())
     if widest > length:
@@ -179,12 +180,10 @@ class SavedModelLayout:
 def build_module(run: Any, signature_def_key: str, length: int | None, init_tables: bool) -> tuple[Any, dict[str, Any],
                                                                                                   SavedModelLayout]:
     """The tf.Module of the run's model, its signature functions by name, and their layout."""
-    from xdpx.models.modules.base import is_regression
+    from xdpx.models.modules.base import is_regression  # lazy: loads torch
 
     inputs = inputs_of(run.args.model)
     if init_tables:
-        from xdpx.export.tf_text import check_text_tokenizer
-
         check_text_tokenizer(run.args)  # before any work: BERT's WordPiece and jieba have no TF form here
     if run.args.model in STUDENT_INPUTS:
         weights = {k: v.detach().float().cpu().numpy() for k, v in run.model.state_dict().items()}
@@ -199,8 +198,6 @@ def build_module(run: Any, signature_def_key: str, length: int | None, init_tabl
     if not init_tables:
         layout = SavedModelLayout({signature_def_key: list(inputs)}, inputs, signature_def_key, None, length)
         return module, {signature_def_key: ids_serving}, layout
-    from xdpx.export.companions import labels_of
-    from xdpx.export.tf_text import attach_text_serving
 
     names = attach_text_serving(module, run.processor, run.args, inputs, labels_of(run), is_regression(run.args), length)
     ids_key = f"{signature_def_key}_ids"
@@ -213,7 +210,7 @@ def write_savedmodel(run: Any, out_dir: str, signature_def_key: str, fix_len: bo
                      init_tables: bool = False) -> SavedModelLayout:
     """Save the run's model as a SavedModel in out_dir; with ``init_tables`` its ``signature_def_key`` takes
     raw strings (and ``<signature_def_key>_ids`` token ids)."""
-    import tensorflow as tf
+    import tensorflow as tf  # lazy: optional tensorflow
 
     length = int(run.args.max_len) if fix_len else None
     module, signatures, layout = build_module(run, signature_def_key, length, init_tables)
@@ -228,7 +225,7 @@ def write_savedmodel(run: Any, out_dir: str, signature_def_key: str, fix_len: bo
 def check_savedmodel(run: Any, out_dir: str, layout: SavedModelLayout, samples: list[dict[str, Any]]) -> str:
     """Load the SavedModel with TensorFlow and compare its signatures' outputs with the run's model: the ids
     signature on batches of real samples, the raw-text one (init_tables) with x-pred on their texts."""
-    import tensorflow as tf
+    import tensorflow as tf  # lazy: optional tensorflow
 
     student = run.args.model in STUDENT_INPUTS
     # the students' TF graphs follow the PyTorch ops one to one; BERT's attention sums differ more
@@ -253,8 +250,7 @@ def check_savedmodel(run: Any, out_dir: str, layout: SavedModelLayout, samples: 
                               rtol=0 if student else 1e-4).describe()
         if layout.text_signature is None:
             return report
-        from xdpx.export.tf_text import check_text_savedmodel
-        from xdpx.models.modules.base import is_regression
+        from xdpx.models.modules.base import is_regression  # lazy: loads torch
 
         texts = check_text_savedmodel(loaded.signatures[layout.text_signature], run,
                                       layout.signatures[layout.text_signature], samples, layout.token_inputs,

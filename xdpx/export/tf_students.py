@@ -212,7 +212,7 @@ def build_tf_student(weights: dict[str, np.ndarray], args: Any, fix_len: int | N
     """A tf.Module holding the weights (attribute ``w``) whose ``logits(*token inputs)`` is the model's
     forward; ``ids_serving`` is the tf.function with the int64 ``[batch, length]`` signature (the length
     fixed to ``fix_len`` when given) returning ``{'logits': ...}``."""
-    import tensorflow as tf
+    import tensorflow as tf  # lazy: optional tensorflow
 
     inputs = student_inputs(args.model)
     forward = FORWARD[args.model]

@@ -19,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from xdpx.data.tokenizing import _CHAR_ZH
 from xdpx.errors import UserError
+from xdpx.export.parity import ParityError
+from xdpx.inference import probabilities
 
 TEXT_TOKENIZERS = ("space", "char_zh")
 
@@ -46,8 +49,6 @@ def tokenize(tf: Any, texts: Any, tokenizer: str, lower: bool) -> Any:
     if lower:
         texts = tf.strings.lower(texts, encoding="utf-8")
     if tokenizer == "char_zh":
-        from xdpx.data.tokenizing import _CHAR_ZH  # the very pattern x-prepro uses, with \S spelt for RE2
-
         token = _CHAR_ZH.pattern.replace("\\S", f"[^{whitespace_class()}]")
         texts = tf.strings.regex_replace(texts, token, "\\0 ")  # every token followed by a space
     # runs of (Unicode) whitespace become one ASCII space, which tf.strings.split splits on
@@ -84,7 +85,7 @@ def attach_text_serving(module: Any, processor: Any, args: Any, inputs: tuple[st
     """Give ``module`` (one with ``logits(*ids)``) a tf.function taking raw strings (``text``, or ``text1``,
     ``text2`` for pairs) and returning ``logits`` and, as x-pred writes them, ``probabilities`` and
     ``label`` (classification) or ``score`` (regression)."""
-    import tensorflow as tf
+    import tensorflow as tf  # lazy: optional tensorflow
 
     module.encoder = TextEncoder(tf, processor, args, fix_len)
     module.encoder_table = module.encoder.table  # tracked by the module, so the SavedModel keeps the table
@@ -126,11 +127,8 @@ def check_text_savedmodel(serving: Any, run: Any, names: list[str], samples: lis
                           fields: tuple[str, ...], regression: bool, atol: float) -> str:
     """The raw-text signature against what x-pred computes (processor.encode, the run's task) on the same
     texts, in one batch and one text alone; returns the description of the largest difference."""
-    import tensorflow as tf
-    import torch
-
-    from xdpx.export.parity import ParityError
-    from xdpx.inference import probabilities
+    import tensorflow as tf  # lazy: optional tensorflow
+    import torch  # lazy: loads torch
 
     records = checking_texts(run.processor, samples, fields)
     worst = 0.0

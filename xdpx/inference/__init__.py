@@ -18,6 +18,10 @@ from typing import Any
 # A name is loaded on first use, so importing one module of this package loads no other one
 # (docs/architecture.md, "Rooms"; tests/test_layers.py checks that no workflow reaches past this list).
 PUBLIC = {
+    "read_lines": "retrieve",
+    "Retriever": "retrieve",
+    "reranker_problem": "rerank_options",
+    "Reranker": "rerank",
     "calibrates": "calibration",
     "run_temperature": "calibration",
     "scale_logits": "calibration",

@@ -8,6 +8,7 @@ with ``file:line`` unless ``skip_bad_lines``.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,7 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from xdpx.config.options import Args
+from xdpx.data import parsers
+from xdpx.data.composition import build_loader, build_processor, processor_class
 from xdpx.data.errors import BadLine, count_skipped, decode_utf8, too_many_bad_lines
+from xdpx.data.reading import WorkerPool
 from xdpx.data.targets import NovelTarget
 from xdpx.errors import UserError
 
@@ -37,10 +42,6 @@ class RecordEncoder:
     """Parser, loader and processor of a run, built from plain option values (picklable for workers)."""
 
     def __init__(self, values: dict[str, Any], data_dir: str, skip_bad_lines: bool) -> None:
-        from xdpx.config.options import Args
-        from xdpx.data import parsers
-        from xdpx.data.composition import build_loader, build_processor
-
         args = Args(values, {}, set(), {})
         self.parser = parsers.get(args.parser)(args)
         self.loader = build_loader(args)
@@ -101,7 +102,6 @@ class RecordEncoder:
 def init_encoder(values: dict[str, Any], data_dir: str, skip_bad_lines: bool, in_process: bool) -> None:
     global _ENCODER
     if not in_process:  # one process per core already
-        import os
 
         os.environ["RAYON_NUM_THREADS"] = "1"
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -120,10 +120,6 @@ def encode_source(source: Any, run_args: Any, data_dir: str, workers: int | None
     records, or with more than ``max_bad_fraction`` of its lines bad, is a UserError after its last chunk
     (so a caller writing as chunks arrive discards what it wrote). ``ignore_novel_target``: a record whose
     label is not in the target map is skipped and counted (``stats["novel_targets"]``), not a bad line."""
-    from xdpx.data import parsers
-    from xdpx.data.composition import build_loader, processor_class
-    from xdpx.data.reading import WorkerPool
-
     if processor_class(run_args).is_corpus:
         raise UserError(f"processor {run_args.processor!r} builds samples from a running corpus: evaluate a "
                         "split of data_dir instead of a raw file")

@@ -17,6 +17,7 @@ from xdpx.command import Command, commands
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
+from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
 from xdpx.inference.calibration import (
     CALIBRATED,
@@ -26,11 +27,13 @@ from xdpx.inference.calibration import (
     calibration_metrics,
     run_temperature,
 )
+from xdpx.inference.loading import check_checkpoint, load_model, run_options
 from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
 from xdpx.inference.rerank_options import FIRST_STAGE_OPTIONS, reranking
 from xdpx.io.credentials import redact
 from xdpx.io.ownership import Output
 from xdpx.models.choice import model_label
+from xdpx.runtime.run_files import available_splits, format_value
 
 EVAL_OPTIONS: list[Any] = [
     Option("valid_subset", str | list[str],
@@ -66,9 +69,8 @@ def locate(name: str, data_dir: str, key: str, where: str, run_args: Any = None,
     """A split name (kept as a str) or the raw source ``name`` names (a table's columns picked by the
     ``fields`` of ``run_args``, the run's options); ConfigError when it is neither. ``rerank``: a BEIR
     folder is for a cross-encoder (x-eval's first_stage), not only a bi-encoder."""
-    from xdpx.inference.sources import is_sql_url, open_raw, table_kind
-    from xdpx.runtime.corpus import corpus_subset
-    from xdpx.runtime.run_files import available_splits
+    from xdpx.inference.sources import is_sql_url, open_raw, table_kind  # lazy: keeps --help light
+    from xdpx.runtime.corpus import corpus_subset  # lazy: loads numpy
 
     splits = available_splits(data_dir) if data_dir and io.isdir(data_dir) else []
     if name in splits:
@@ -88,8 +90,7 @@ def locate(name: str, data_dir: str, key: str, where: str, run_args: Any = None,
 
 def read_subset(loaded: Any, args: Args, subset: Any) -> Any:
     """The dataset of a split, or the labelled samples of a raw source (SampleList)."""
-    from xdpx.data.dataset import open_split
-    from xdpx.inference.encoding import SampleList, encode_source
+    from xdpx.inference.encoding import SampleList, encode_source  # lazy: loads numpy
 
     if isinstance(subset, str):
         return open_split(loaded.data_dir, subset)
@@ -122,8 +123,6 @@ def is_eval_table(path: str) -> bool:
 
 
 def save_rows(path: str, rows: list[dict[str, Any]], mode: str) -> None:
-    from xdpx.runtime.run_files import format_value
-
     columns = list(dict.fromkeys(c for row in rows for c in row))  # a corpus row has metrics of its own
     header = "\t".join(columns)
     previous = ""
@@ -159,8 +158,6 @@ class EvalCommand(Command):
         return super().inputs(args) + read_paths(args, "valid_subset", subset_names(args.valid_subset))
 
     def run(self, args: Args, dry: bool = False) -> None:
-        from xdpx.inference.loading import check_checkpoint, run_options
-
         run_args = run_options(args)
         check_checkpoint(args)
         where = args.source("valid_subset")
@@ -176,11 +173,9 @@ class EvalCommand(Command):
 
 
 def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]]) -> list[dict[str, Any]]:
-    from xdpx.inference.loading import load_model
-    from xdpx.runtime import distributed
-    from xdpx.runtime.corpus import CorpusSubset, evaluate_corpus
-    from xdpx.runtime.run_files import format_value
-    from xdpx.runtime.scoring import evaluate
+    from xdpx.runtime import distributed  # lazy: loads torch, numpy
+    from xdpx.runtime.corpus import CorpusSubset, evaluate_corpus  # lazy: loads numpy
+    from xdpx.runtime.scoring import evaluate  # lazy: loads torch, numpy
 
     context = distributed.current()  # under torchrun each process scores its share of the batches
     loaded = load_model(args, run_args)

@@ -23,9 +23,17 @@ from typing import Any
 from xdpx import io
 from xdpx.command import COMMON_OPTIONS, get_command
 from xdpx.config.errors import ConfigError
-from xdpx.config.options import Args
+from xdpx.config.loader import Config, load_config
+from xdpx.config.options import Args, resolve, walk_options
+from xdpx.config.writers import ARGS_FILE, read_args
+from xdpx.data.composition import build_processor
+from xdpx.data.processing import VOCAB_FILE
 from xdpx.errors import UserError
+from xdpx.models.checkpoints import BEST, LAST, CheckpointError, resolve_checkpoint, upgraded
+from xdpx.models.checkpoints import load_weights_into as load
 from xdpx.models.choice import model_label
+from xdpx.registry import load_user_dir
+from xdpx.runtime.run_files import STATE_FILE
 
 
 def training_root() -> list[Any]:
@@ -36,11 +44,6 @@ def training_root() -> list[Any]:
 
 def run_options(args: Args) -> Args:
     """The run's own options (from save_dir/args.py or the training config) with extra_config applied."""
-    from xdpx.config.loader import load_config
-    from xdpx.config.options import resolve, walk_options
-    from xdpx.config.writers import ARGS_FILE, read_args
-    from xdpx.registry import load_user_dir
-
     if args.save_dir is not None:
         origin = io.join(args.save_dir, ARGS_FILE)
         if not io.exists(origin):
@@ -49,8 +52,6 @@ def run_options(args: Args) -> Args:
         values = read_args(origin)
         sources = dict.fromkeys(values, origin)
     else:
-        from xdpx.config.loader import Config
-
         configs: list[Config] = load_config(args.config)
         if len(configs) != 1:
             raise ConfigError(f"{args.source('config')}: key 'config': {args.config} describes {len(configs)} runs "
@@ -108,20 +109,18 @@ class LoadedModel:
 
     @property
     def regression(self) -> bool:
-        from xdpx.models.modules.base import is_regression
+        from xdpx.models.modules.base import is_regression  # lazy: loads torch, numpy
 
         return is_regression(self.run_args)
 
     def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
-        from xdpx.runtime.devices import batch_to_device
+        from xdpx.runtime.devices import batch_to_device  # lazy: keeps --help light
 
         return batch_to_device(batch, self.device)
 
 
 def processor_dir(args: Args, run_args: Args) -> str:
     """Where vocab.txt / target_map.txt are read: the run directory's copies, else the run's data_dir."""
-    from xdpx.data.processing import VOCAB_FILE
-
     if args.save_dir is not None and io.exists(io.join(args.save_dir, VOCAB_FILE)):
         return args.save_dir
     return run_args.data_dir
@@ -134,8 +133,6 @@ def is_tf_checkpoint(path: str) -> bool:
 
 def check_checkpoint(args: Args) -> None:
     """A ``checkpoint`` given in the config must exist (a config error, found before any work)."""
-    from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
-
     if args.checkpoint is None:
         return
     if args.get("from_tf"):
@@ -152,9 +149,6 @@ def check_checkpoint(args: Args) -> None:
 
 def choose_checkpoint(args: Args, run_args: Args) -> tuple[str | None, bool]:
     """(weights to load or None, whether they are the run's own so every key must match)."""
-    from xdpx.models.checkpoints import BEST, LAST, CheckpointError, resolve_checkpoint
-    from xdpx.runtime.run_files import STATE_FILE
-
     try:
         if args.checkpoint is not None:
             return resolve_checkpoint(args.checkpoint), args.save_dir is not None
@@ -179,10 +173,9 @@ def load_tf_weights_into(model: Any, path: str, say: Any = print, label: str | N
     """``from_tf``: the weights of a SavedModel that export_tf wrote (variables named as the state_dict) or
     of a TF BERT checkpoint (Google names, read into Hugging Face names), loaded by name into ``model``.
     Every parameter must come from the file with its shape; buffers the file lacks keep their values."""
-    import torch
+    import torch  # lazy: loads torch
 
-    from xdpx.models.checkpoints import upgraded
-    from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint
+    from xdpx.models.tf_checkpoint import read_tf_bert_checkpoint  # lazy: loads numpy
 
     weights = upgraded(model, read_tf_bert_checkpoint(path))  # a SavedModel of cls_cnn... keeps earlier names
     state = model.state_dict()
@@ -204,19 +197,15 @@ def load_tf_weights_into(model: Any, path: str, say: Any = print, label: str | N
 
 def load_weights_into(model: Any, path: str, strict: bool, say: Any = print) -> None:
     """:func:`xdpx.models.checkpoints.load_weights_into` with the hint that fits x-eval / x-pred."""
-    from xdpx.models.checkpoints import load_weights_into as load
-
     load(model, path, strict, say, hint=" Check extra_config and checkpoint")
 
 
 def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> LoadedModel:
     """Build the run's task, model and processor and load the weights ``args`` select."""
-    import os
+    import torch  # lazy: loads torch
 
-    import torch
-
-    from xdpx.runtime.precision import autocast
-    from xdpx.runtime.seeding import seed_everything
+    from xdpx.runtime.precision import autocast  # lazy: loads torch, numpy
+    from xdpx.runtime.seeding import seed_everything  # lazy: loads torch, numpy
 
     run_args = run_args if run_args is not None else run_options(args)
     # lazy: an int8 folder of x-script quantize, or backend: onnx (xdpx/inference/backends.py imports this module)
@@ -240,7 +229,7 @@ def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> Lo
     # from_tf weights are a plain model (export_tf folds LoRA adapters in): loaded like pretrained weights
     checkpoint, strict = (args.checkpoint, False) if from_tf else choose_checkpoint(args, run_args)
     if run_args.get("lora") is not None and strict:  # the run's own checkpoint holds the adapters: wrap as x-train did
-        from xdpx.models.lora import add_lora
+        from xdpx.models.lora import add_lora  # lazy: loads torch, numpy
 
         add_lora(model, run_args, say=lambda _message: None)
     if from_tf:
@@ -254,15 +243,14 @@ def load_model(args: Args, run_args: Args | None = None, say: Any = print) -> Lo
     else:
         say(f"no checkpoint: the model as initialised by {args.config} with seed {args.seed}")
     if run_args.get("lora") is not None and not strict:  # pretrained weights, then fresh adapters (as x-train starts)
-        from xdpx.models.lora import add_lora
+        from xdpx.models.lora import add_lora  # lazy: loads torch, numpy
 
         add_lora(model, run_args, say=lambda _message: None)
     model = model.to(device).eval()
     if args.compile:
-        from xdpx.runtime.compiling import compile_module
+        from xdpx.runtime.compiling import compile_module  # lazy: loads torch, numpy
 
         compile_module(model, say)
-    from xdpx.data.composition import build_processor
 
     processor = build_processor(run_args, data_dir=processor_dir(args, run_args))
     batch_size = args.batch_size or run_args.get("valid_batch_size") or run_args.batch_size

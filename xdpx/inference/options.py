@@ -15,6 +15,7 @@ from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
 
 
 def _cuda_available(_args: Any) -> bool:
+    # lazy: loads torch
     import torch  # only when the default is computed: an explicit `cuda: false` never imports torch here
 
     return bool(torch.cuda.is_available())

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from xdpx.errors import UserError
+
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
 
@@ -125,8 +127,6 @@ class PredictionFormat:
 def prediction_format(task: Any, args: Any, labels: list[str] | None, regression: bool) -> Any:
     """The task's own format (``task.prediction_format(args, labels)``), else the class / regression
     columns; ``args``: x-pred's options (None from x-serve)."""
-    from xdpx.errors import UserError
-
     own = getattr(task, "prediction_format", None)
     fmt = own(args, labels) if callable(own) else None
     if fmt is not None:

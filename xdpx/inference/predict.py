@@ -20,9 +20,13 @@ from xdpx.command import Command, commands
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
+from xdpx.data.composition import build_loader
+from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
 from xdpx.inference.calibration import CALIBRATED, calibrates, run_temperature, scale_logits
+from xdpx.inference.evaluate import locate
 from xdpx.inference.explain_columns import EXPLAIN_OPTIONS, ExplainedFormat, attach_texts, check_explain
+from xdpx.inference.loading import check_checkpoint, load_model, run_options
 from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
 from xdpx.inference.rerank_options import SEARCH_OPTIONS
 from xdpx.io.credentials import redact
@@ -52,8 +56,7 @@ PRED_OPTIONS: list[Any] = [
 
 def split_chunks(loaded: Any, split: str, limit: int | None, size: int = 4096) -> Iterator[Any]:
     """A split of data_dir in chunks shaped like encoded raw chunks (its decoded text as the origin)."""
-    from xdpx.data.dataset import open_split
-    from xdpx.inference.encoding import Encoded
+    from xdpx.inference.encoding import Encoded  # lazy: loads numpy
 
     data = open_split(loaded.data_dir, split)
     total = len(data) if limit is None else min(limit, len(data))
@@ -83,7 +86,7 @@ class Writer:
         self.numbers: list[int] = []
 
     def write(self, encoded: Any, logits: Any) -> None:
-        from xdpx.inference.outputs import escape
+        from xdpx.inference.outputs import escape  # lazy: loads numpy
 
         self.count += len(encoded.samples)
         if self.args.binary:
@@ -105,9 +108,9 @@ class Writer:
             self.file.write("\n".join(lines) + "\n")
 
     def close(self) -> None:
-        import numpy as np
+        import numpy as np  # lazy: loads numpy
 
-        from xdpx.inference.outputs import concat_padded
+        from xdpx.inference.outputs import concat_padded  # lazy: loads numpy
 
         if self.args.binary:
             logits = concat_padded(self.logits) if self.logits else np.zeros((0,), np.float32)
@@ -138,9 +141,6 @@ class PredictCommand(Command):
         return super().inputs(args) + read_paths(args, "predict_file_map", list(args.predict_file_map))
 
     def run(self, args: Args, dry: bool = False) -> None:
-        from xdpx.inference.evaluate import locate
-        from xdpx.inference.loading import check_checkpoint, run_options
-
         run_args = run_options(args)
         check_checkpoint(args)
         check_explain(args, run_args)
@@ -164,12 +164,10 @@ class PredictCommand(Command):
 
 
 def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]]) -> None:
-    from xdpx.data.composition import build_loader
-    from xdpx.inference.encoding import encode_source
-    from xdpx.inference.loading import load_model
-    from xdpx.inference.outputs import origin_names, prediction_format
-    from xdpx.runtime import distributed
-    from xdpx.runtime.scoring import predict_logits
+    from xdpx.inference.encoding import encode_source  # lazy: loads numpy
+    from xdpx.inference.outputs import origin_names, prediction_format  # lazy: loads numpy
+    from xdpx.runtime import distributed  # lazy: loads torch, numpy
+    from xdpx.runtime.scoring import predict_logits  # lazy: loads torch, numpy
 
     context = distributed.current()  # under torchrun each process predicts its share; rank 0 writes
     loaded = load_model(args, run_args)

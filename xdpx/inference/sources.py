@@ -16,6 +16,7 @@ are read with pyarrow (``pip install 'xdpx[parquet]'``), in row order, a record 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -24,7 +25,7 @@ from xdpx import io
 from xdpx.config.options import Args
 from xdpx.data import parsers
 from xdpx.data.errors import BadLine
-from xdpx.data.reading import NO_DIGEST
+from xdpx.data.reading import NO_DIGEST, iter_chunks, new_digest
 from xdpx.data.tables import is_dataset_folder, select_columns
 from xdpx.errors import UserError
 from xdpx.io.credentials import redact, unmask
@@ -81,10 +82,6 @@ class TextSource(RawSource):
         self.name = path
 
     def chunks(self, parser: Any, loader: Any) -> Iterator[Chunk]:
-        from collections import Counter
-
-        from xdpx.data.reading import iter_chunks, new_digest
-
         counts: Counter[str] = Counter()
         if getattr(parser, "reads_paths", False):
             # A run trained on a table (parser parquet, excel, arrow) reads a text input as JSON lines of the

@@ -26,9 +26,10 @@ def why_not_compilable() -> str | None:
     if not hasattr(torch, "compile"):
         return f"torch {torch.__version__} has no torch.compile"
     try:
+        # lazy: torch's compiler (dynamo, inductor) takes seconds to load; only with compile: true
         from torch import _dynamo  # noqa: F401
-        from torch._inductor import config
-        from torch._inductor.cpp_builder import get_cpp_compiler
+        from torch._inductor import config  # lazy: inductor, as above
+        from torch._inductor.cpp_builder import get_cpp_compiler  # lazy: inductor, as above
     except Exception as error:  # a torch build without inductor
         return f"torch's inductor is not available ({type(error).__name__}: {error})"
     try:
@@ -49,7 +50,7 @@ def compile_module(module: torch.nn.Module, say: Callable[[str], Any] = print) -
             _warned.add(reason)
             say(f"warning: compile: true but {reason}: the model runs eagerly (same results, no speed-up)")
         return False
-    from torch import _dynamo
+    from torch import _dynamo  # lazy: torch._dynamo loads slowly
 
     _dynamo.config.suppress_errors = True  # a graph inductor cannot build runs eagerly instead
     if all(p.device.type == "cpu" for p in module.parameters()):

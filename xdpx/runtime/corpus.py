@@ -62,7 +62,7 @@ def corpus_subset(name: str, run_args: Any, where: str) -> CorpusSubset | None:
 def embed(loaded: Any, texts: list[str], context: Any = None, progress: str = "x-eval corpus") -> np.ndarray:
     """``[N, D]`` float32 embeddings, each text encoded on its own (as x-serve's /embed): the corpus metrics
     and x-script build_index, search and mine_negatives embed through it."""
-    from xdpx.runtime.scoring import predict_logits
+    from xdpx.runtime.scoring import predict_logits  # lazy: loads torch
 
     samples = []
     for i, text in enumerate(texts):

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from xdpx.optim.bmuf import BlockSync
+
 
 @dataclass
 class Context:
@@ -138,7 +140,6 @@ def block_sync(args: Any, module: torch.nn.Module, optimizer: Any, context: Cont
     if not context.distributed:
         say("use_bmuf: one process, so BMUF is off (it merges the models of several processes)")
         return None
-    from xdpx.optim.bmuf import BlockSync
 
     say(f"use_bmuf: BMUF is on: {context.world_size} processes each train their own copy and sync every "
         f"{args.global_sync_iter} updates (block_momentum {args.block_momentum}, block_lr {args.block_lr}"

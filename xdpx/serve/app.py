@@ -28,9 +28,10 @@ from xdpx.serve.embedding import embed_inputs, serves_embeddings
 from xdpx.serve.explaining import explain_batcher, explain_route
 from xdpx.serve.limits import Limits, RequestError, parse_inputs, read_body
 from xdpx.serve.metrics import CLIENT_CLOSED, Metrics, MetricsMiddleware
+from xdpx.serve.model_thread import model_thread, run_in
 from xdpx.serve.openapi import docs_page, openapi_document
 from xdpx.serve.page import page_response, run_info
-from xdpx.serve.predictor import BadInput
+from xdpx.serve.predictor import BadInput, load_for_serving
 
 
 class JSON(JSONResponse):
@@ -165,9 +166,6 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
 def app_from_environment() -> Any:
     """``uvicorn --factory xdpx.serve.app:app_from_environment``: the app of one worker process, its
     settings passed by the runner in XDPX_SERVE (JSON), each worker loading the model itself."""
-    from xdpx.serve.model_thread import model_thread, run_in
-    from xdpx.serve.predictor import load_for_serving
-
     settings = json.loads(os.environ["XDPX_SERVE"])
     executor = model_thread()
     predictor = run_in(executor, partial(load_for_serving, backend=settings.get("backend")), settings["save_dir"],

@@ -15,10 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from typing import Any
 
+from xdpx.config.errors import ConfigError
 from xdpx.errors import UserError
+from xdpx.serve.limits import Limits
+from xdpx.serve.model_thread import model_thread, run_in
 from xdpx.serve.predictor import BadInput, Predictor, load_for_serving, load_predictor
+from xdpx.serve.runner import serve, serve_workers
 
 __all__ = ["BadInput", "Predictor", "load_predictor", "main", "interactive"]
 
@@ -55,8 +60,6 @@ def interactive(predictor: Predictor, lines: Any = None, out: Any = None) -> Non
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    from xdpx.serve.limits import Limits
-
     default = Limits()
     parser = argparse.ArgumentParser(
         prog="x-serve",
@@ -126,10 +129,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """``x-serve SAVE_DIR [--port N] [--host H] ...``."""
-    from functools import partial
-
-    from xdpx.config.errors import ConfigError
-
     options = parse_args(sys.argv[1:] if argv is None else argv)
     if options.max_inputs > options.max_queue:
         print(f"x-serve: error: --max_inputs {options.max_inputs} is over --max_queue {options.max_queue}: "
@@ -137,7 +136,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if options.port is not None and options.workers > 1:
         return _serve_workers(options)
-    from xdpx.serve.model_thread import model_thread, run_in
 
     # HTTP: the model is loaded in the thread that will run its forward passes (xdpx/serve/model_thread.py);
     # interactive: everything in this thread
@@ -155,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     if executor is None:
         interactive(predictor)
         return 0
-    from xdpx.serve.app import create_app
-    from xdpx.serve.runner import serve
+    from xdpx.serve.app import create_app  # lazy: loads starlette, prometheus_client
 
     app = create_app(predictor, _limits(options), options.batch_size, options.max_wait_ms / 1000, options.max_queue,
                      executor)
@@ -169,15 +166,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _limits(options: argparse.Namespace) -> Any:
-    from xdpx.serve.limits import Limits
-
     return Limits(max_body_bytes=options.max_body_bytes, max_inputs=options.max_inputs,
                   max_text_chars=options.max_text_chars, body_timeout=options.body_timeout)
 
 
 def _serve_workers(options: argparse.Namespace) -> int:
-    from xdpx.serve.runner import serve_workers
-
     settings = {"save_dir": options.save_dir, "checkpoint": options.checkpoint, "batch_size": options.batch_size,
                 "backend": options.backend,
                 "cpu": options.cpu, "threads": options.threads, "max_tokens": options.max_tokens, "bf16": options.bf16, "max_wait": options.max_wait_ms / 1000, "max_queue": options.max_queue,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from xdpx.data.errors import BadLine
+from xdpx.data.loading import check_text
 from xdpx.serve.predictor import BadInput
 
 
@@ -17,9 +19,6 @@ def serves_embeddings(predictor: Any) -> bool:
 def embed_inputs(predictor: Any, items: list[Any]) -> list[dict[str, Any] | BadInput]:
     """``{"embedding": [...]}`` per text, or the BadInput that says why an input has none (the batcher of
     /embed calls it in the model thread, as /predict's)."""
-    from xdpx.data.errors import BadLine
-    from xdpx.data.loading import check_text
-
     processor = predictor.loaded.processor
     samples, results = [], []
     for item in items:

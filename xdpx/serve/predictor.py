@@ -5,10 +5,17 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import Any
 
+from xdpx.command import COMMON_OPTIONS
+from xdpx.config.options import resolve
+from xdpx.data import parsers
+from xdpx.data.composition import build_loader
+from xdpx.data.errors import BadLine
+from xdpx.data.loading import check_text
 from xdpx.errors import UserError
-from xdpx.inference import calibrates, run_temperature, scale_logits
+from xdpx.inference import LOAD_OPTIONS, calibrates, load_model, run_temperature, scale_logits
 from xdpx.models.choice import model_label
 from xdpx.models.int8 import read_record
 
@@ -21,9 +28,7 @@ class Predictor:
     """Inputs -> predictions with a loaded run (xdpx.inference.loading.LoadedModel)."""
 
     def __init__(self, loaded: Any, max_tokens: int | None = None) -> None:
-        from xdpx.data import parsers
-        from xdpx.data.composition import build_loader
-        from xdpx.inference import prediction_format
+        from xdpx.inference import prediction_format  # lazy: loads numpy
 
         self.loaded = loaded
         run_args = loaded.run_args
@@ -60,9 +65,6 @@ class Predictor:
 
     def encode(self, item: Any) -> dict[str, Any]:
         """A sample from a line of the training format (str) or the list of a sample's texts."""
-        from xdpx.data.errors import BadLine
-        from xdpx.data.loading import check_text
-
         processor = self.loaded.processor
         try:
             if isinstance(item, str) and getattr(self.parser, "text_requests", False):
@@ -104,7 +106,7 @@ class Predictor:
         return [next(predictions) if r is None else r for r in results]
 
     def predict_samples(self, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        from xdpx.runtime.scoring import predict_logits
+        from xdpx.runtime.scoring import predict_logits  # lazy: loads torch, numpy
 
         loaded = self.loaded
         with self.lock:  # one forward pass at a time: the model's threads already use the cores
@@ -122,12 +124,9 @@ def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int
     Predictor; ``trust_user_dir``: import the user_dir the run's args.py names (x-serve --trust-user-dir);
     the run's calibrated probabilities when it has a calibration.json for the checkpoint, unless ``raw_probs``."""
     if threads:
-        import torch
+        import torch  # lazy: loads torch
 
         torch.set_num_threads(threads)
-    from xdpx.command import COMMON_OPTIONS
-    from xdpx.config.options import resolve
-    from xdpx.inference import LOAD_OPTIONS, load_model
 
     config: dict[str, Any] = {"save_dir": save_dir, "checkpoint": checkpoint, "batch_size": batch_size,
                               "trust_user_dir": trust_user_dir, "backend": backend}
@@ -149,9 +148,7 @@ def timed_logits(predictor: Predictor, samples: list[dict[str, Any]], model: Any
                  repeats: int = 3) -> tuple[Any, float]:
     """The logits of ``samples`` computed as the predictor's passes are (by default with its model and
     autocast), and the fastest of ``repeats`` runs in seconds: what the start-up choices compare."""
-    import time
-
-    from xdpx.runtime.scoring import predict_logits
+    from xdpx.runtime.scoring import predict_logits  # lazy: loads torch, numpy
 
     loaded = predictor.loaded
     best, logits = float("inf"), None
@@ -168,9 +165,9 @@ def serve_in_bf16(predictor: Predictor, say: Any = print) -> None:
     """Run the forward passes under bfloat16 autocast (x-serve ``--bf16``): on CPUs with AMX or AVX-512
     BF16 the matmuls are several times faster; the probabilities move by about 1e-2. How far, and how
     much faster, is measured at start on real samples of the run's data and said."""
-    import torch
+    import torch  # lazy: loads torch
 
-    from xdpx.export import real_samples
+    from xdpx.export import real_samples  # lazy: loads numpy
 
     loaded = predictor.loaded
     full, half = loaded.autocast, torch.autocast(device_type=loaded.device.type, dtype=torch.bfloat16)
@@ -200,8 +197,8 @@ def load_for_serving(path: str, checkpoint: str | None = None, batch_size: int |
                      trust_user_dir: bool = False, raw_probs: bool = False, *, backend: str | None = None) -> Predictor:
     """A run directory, or an ONNX export directory (served through onnxruntime once it matches its run);
     ``raw_probs``: leave out the run's calibration (x-serve --raw-probs)."""
-    from xdpx.serve.onnx_backend import is_onnx_export, load_onnx_predictor
-    from xdpx.utils.cpu_memory import keep_freed_memory
+    from xdpx.serve.onnx_backend import is_onnx_export, load_onnx_predictor  # lazy: keeps --help light
+    from xdpx.utils.cpu_memory import keep_freed_memory  # lazy: keeps --help light
 
     # every batch frees and allocates activations of several MB (MiniLM's feed-forward at 64 x 40 tokens:
     # 15 MB); glibc would unmap and map them afresh each time, as for x-train's gradients

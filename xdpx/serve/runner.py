@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 from dataclasses import asdict
@@ -20,9 +21,9 @@ from typing import Any
 
 def _uvicorn_config(app: Any, host: str, port: int, max_connections: int, drain_timeout: float,
                     header_timeout: float = 10.0, **extra: Any) -> Any:
-    import uvicorn
+    import uvicorn  # lazy: loads uvicorn
 
-    from xdpx.serve.header_timeout import PROTOCOL
+    from xdpx.serve.header_timeout import PROTOCOL  # lazy: loads uvicorn, prometheus_client
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
                             backlog=2048, limit_concurrency=max_connections, timeout_keep_alive=5,
@@ -35,7 +36,7 @@ def _uvicorn_config(app: Any, host: str, port: int, max_connections: int, drain_
 def serve(app: Any, host: str, port: int, max_connections: int = 1024, drain_timeout: float = 30.0,
           announce: str = "", header_timeout: float = 10.0) -> int:
     """Serve ``app`` in this process until SIGTERM/SIGINT; prints ``... on http://HOST:PORT`` once bound."""
-    import uvicorn
+    import uvicorn  # lazy: loads uvicorn
 
     config = _uvicorn_config(app, host, port, max_connections, drain_timeout, header_timeout)
     sock = _listening_socket(config)
@@ -56,8 +57,6 @@ def serve(app: Any, host: str, port: int, max_connections: int = 1024, drain_tim
 def _listening_socket(config: Any) -> Any:
     """The bound socket, listening already (a client that connects as soon as the address is printed
     waits in the backlog while the app starts, instead of being refused), without Nagle's delay."""
-    import socket
-
     sock = config.bind_socket()
     # asyncio turns Nagle's algorithm off only on sockets whose proto is TCP, which a socket bound by
     # uvicorn is not (proto 0): set TCP_NODELAY here (Linux passes it on to accepted connections), or
@@ -76,7 +75,7 @@ def serve_workers(settings: dict[str, Any], workers: int, host: str, port: int, 
                   drain_timeout: float = 30.0, announce: str = "", header_timeout: float = 10.0) -> int:
     """``workers`` processes sharing one socket, each loading the model (xdpx.serve.app:app_from_environment);
     /metrics adds up the workers' values (prometheus-client's multiprocess mode)."""
-    from uvicorn.supervisors import Multiprocess
+    from uvicorn.supervisors import Multiprocess  # lazy: loads uvicorn
 
     metrics_dir = tempfile.mkdtemp(prefix="xdpx-serve-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
@@ -88,9 +87,9 @@ def serve_workers(settings: dict[str, Any], workers: int, host: str, port: int, 
         bound_host, bound_port = sock.getsockname()[:2]
         print(f"x-serve: serving {announce} with {workers} worker processes on http://{bound_host}:{bound_port} "
               "(POST /predict; GET /health, /ready, /metrics, /openapi.json)", flush=True)
-        import inspect
+        import inspect  # lazy: with uvicorn, below
 
-        import uvicorn
+        import uvicorn  # lazy: loads uvicorn, only when serving
 
         if "target" in inspect.signature(Multiprocess).parameters:  # uvicorn before the workers' health checks
             Multiprocess(config, target=uvicorn.Server(config).run, sockets=[sock]).run()

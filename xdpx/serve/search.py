@@ -26,9 +26,7 @@ from xdpx.config.options import Args
 from xdpx.config.writers import ARGS_FILE, read_args
 from xdpx.data.errors import BadLine
 from xdpx.data.loading import check_text
-from xdpx.inference.rerank import Reranker
-from xdpx.inference.rerank_options import reranker_problem
-from xdpx.inference.retrieve import Retriever, read_lines
+from xdpx.inference import Reranker, Retriever, read_lines, reranker_problem
 from xdpx.models.choice import model_label
 from xdpx.serve.embedding import serves_embeddings
 from xdpx.serve.limits import Limits, RequestError, read_body

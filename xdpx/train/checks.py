@@ -10,10 +10,14 @@ from typing import Any
 
 from xdpx import io
 from xdpx.io import writer_lock
+from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
+from xdpx.models.hf_hub import local_pretrained
 from xdpx.models.int8 import training_refusal
 from xdpx.runtime.run_files import STATE_FILE, available_splits, match_subsets, subsets
 from xdpx.tasks.teacher_checks import teacher_problems
 from xdpx.train.corpus_metrics import corpus_problems
+from xdpx.train.run_dir import dir_in_use, held_refusal, run_files_split, save_dir_problems, suffixed_save_dir
+from xdpx.train.shards import is_pattern
 
 
 def without_valid(args: Any, train_splits: list[str]) -> tuple[list[str], list[str]]:
@@ -44,58 +48,6 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def suffixed_save_dir(save_dir: str) -> str:
-    """save_dir, or save_dir.1, save_dir.2 ... : the first that does not exist (auto_suffix)."""
-    candidate, n = save_dir, 0
-    while io.exists(candidate):
-        n += 1
-        candidate = f"{save_dir}.{n}"
-    return candidate
-
-
-def _dir_in_use(path: str) -> bool:
-    return io.isdir(path) and bool(writer_lock.entries(path))
-
-
-def refusal_start(args: Any, save_dir: str) -> str:
-    """``<config>: key 'save_dir': x-train refuses to write '<save_dir>'``: a refusal's first words."""
-    return f"{args.source('save_dir')}: key 'save_dir': x-train refuses to write {io.redact(save_dir)!r}"
-
-
-def held_refusal(args: Any, save_dir: str, holder: dict[str, Any]) -> str:
-    return f"{refusal_start(args, save_dir)}: {writer_lock.held_problem(holder, io.join(save_dir, writer_lock.LOCK_FILE))}"
-
-
-def save_dir_problems(args: Any) -> list[tuple[str, str]]:
-    """(key, problem) for what save_dir and overwrite / resume / auto_suffix would do to existing files."""
-    from xdpx.train.run_dir import is_run_dir, overwrite_problem, resume_problem
-
-    save_dir = args.save_dir
-    if not args.auto_suffix and io.isfile(save_dir):
-        return [("save_dir", f"{save_dir!r} is a file, not a folder: choose a folder for the run")]
-    if args.overwrite:
-        problem = overwrite_problem(save_dir, args)
-        return [("overwrite", problem)] if problem else []
-    if args.resume:
-        problem = resume_problem(save_dir)
-        return [("resume", problem)] if problem else []
-    if _dir_in_use(save_dir) and not args.auto_suffix:
-        if is_run_dir(save_dir):
-            return [("save_dir", f"{save_dir!r} holds a run: set resume: true to continue it, overwrite: true "
-                                 "to replace it, or auto_suffix: true for a new folder")]
-        return [("save_dir", f"{save_dir!r} exists and is not a run directory of x-train: choose another "
-                             "save_dir, or auto_suffix: true for a new folder beside it")]
-    return []
-
-
-def run_files_split(save_dir: str, log_file: str | None) -> tuple[list[str], list[str]]:
-    """(entries x-train wrote, other entries) of an existing save_dir."""
-    from xdpx.train.run_dir import is_run_file
-
-    names = io.listdir(save_dir)
-    return [n for n in names if is_run_file(n, log_file)], [n for n in names if not is_run_file(n, log_file)]
-
-
 def preflight(args: Any) -> tuple[list[str], list[str]]:
     """(problems, notes) of a resolved x-train config; ``args`` is not changed."""
     problems: list[str] = []
@@ -115,7 +67,6 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
         problems.append(f"{args.source('train_subset')}: key 'train_subset': every split it matches ({excluded}) "
                         "is a valid_subset split, which exclude_valid_from_train leaves out: nothing to train on")
     if args.lazy_load:  # plain shard names x-prepro has not written yet: training will wait for them
-        from xdpx.train.shards import is_pattern
 
         coming = [name for name in unmatched if not is_pattern(name)]
         unmatched = [name for name in unmatched if is_pattern(name)]
@@ -152,7 +103,7 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
         notes.append(f"training on {train_splits}: {train_size} samples, effective batch {effective}")
 
     problems += [f"{args.source(key)}: key {key!r}: {p}" for key, p in save_dir_problems(args)]
-    if args.overwrite and _dir_in_use(save_dir) and not problems:
+    if args.overwrite and dir_in_use(save_dir) and not problems:
         removed, kept = run_files_split(save_dir, args.log_file)
         notes.append(f"overwrite: the earlier run in {save_dir} is cleared before training ({len(removed)} "
                      f"entries written by x-train" + (f"; kept, not ours: {', '.join(kept)}" if kept else "") + ")")
@@ -180,9 +131,6 @@ def preflight(args: Any) -> tuple[list[str], list[str]]:
             problems.append(f"{args.source(key)}: {refusal}")
     pretrained = args.get("pretrained_model")
     if pretrained and not any("x-script quantize" in p for p in problems):
-        from xdpx.models.checkpoints import CheckpointError, resolve_checkpoint
-        from xdpx.models.hf_hub import local_pretrained
-
         try:  # a Hugging Face Hub name resolves from the local cache only (xdpx/models/hf_hub.py)
             notes.append(f"pretrained_model: {resolve_checkpoint(local_pretrained(pretrained))}")
         except CheckpointError as e:

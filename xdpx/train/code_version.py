@@ -8,6 +8,8 @@ import os
 import subprocess
 from dataclasses import dataclass
 
+import xdpx
+
 
 @dataclass(frozen=True)
 class GitVersion:
@@ -42,8 +44,6 @@ def git_version(folder: str, what: str) -> GitVersion | None:
 
 def code_versions(user_dir: str | None = None) -> list[GitVersion]:
     """One entry per distinct work tree among xdpx's source, the working directory and user_dir."""
-    import xdpx
-
     folders = [("xdpx", os.path.dirname(os.path.abspath(xdpx.__file__))), ("working directory", os.getcwd())]
     if user_dir and "://" not in user_dir:
         folders.append(("user_dir", os.path.abspath(os.path.expanduser(user_dir))))

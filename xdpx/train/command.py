@@ -15,8 +15,10 @@ from xdpx.command import Command, commands
 from xdpx.config.errors import ConfigError
 from xdpx.config.loader import Config, wrong_folder_hint
 from xdpx.config.options import Args
+from xdpx.data.meta import META_OPTIONS
 from xdpx.io.credentials import redact
 from xdpx.train.preemption import stop_before_work, watching_from_start
+from xdpx.utils.distributed_utils import is_master
 
 
 @commands.register("x-train")
@@ -30,8 +32,7 @@ class TrainCommand(Command):
     every_rank = True
 
     def options(self) -> list[Any]:
-        from xdpx.data.meta import META_OPTIONS
-        from xdpx.train.options import TRAIN_OPTIONS, registry_options
+        from xdpx.train.options import TRAIN_OPTIONS, registry_options  # lazy: keeps --help light
 
         return list(TRAIN_OPTIONS) + registry_options() + list(META_OPTIONS)
 
@@ -53,7 +54,7 @@ class TrainCommand(Command):
 
     def preflight(self, args: Args) -> tuple[list[str], list[str]]:
         """x-train's checks of data_dir, save_dir, the batch and the teacher (xdpx/train/checks.py)."""
-        from xdpx.train.checks import preflight
+        from xdpx.train.checks import preflight  # lazy: loads numpy
 
         return preflight(args)
 
@@ -63,12 +64,10 @@ class TrainCommand(Command):
         return contextlib.nullcontext() if dry else watching_from_start()
 
     def run(self, args: Args, dry: bool = False) -> None:
-        from xdpx.config.errors import ConfigError
-        from xdpx.train.checks import preflight, valid_in_training
-        from xdpx.train.launch import launch, launch_problems, processes_to_start
-        from xdpx.train.legacy_options import legacy_notes
-        from xdpx.train.run_dir import continuation
-        from xdpx.utils.distributed_utils import is_master
+        from xdpx.train.checks import preflight, valid_in_training  # lazy: loads numpy
+        from xdpx.train.launch import launch, launch_problems, processes_to_start  # lazy: keeps --help light
+        from xdpx.train.legacy_options import legacy_notes  # lazy: keeps --help light
+        from xdpx.train.run_dir import continuation  # lazy: loads numpy
 
         # a run a preemption signal stopped is continued by the same command (the requeued job's)
         args, continued = continuation(args)
@@ -95,6 +94,6 @@ class TrainCommand(Command):
         if nproc > 1:  # several GPUs (or distributed_world_size) and no launcher: start the processes
             launch(args, nproc)
             return
-        from xdpx.train.loop import train
+        from xdpx.train.loop import train  # lazy: loads torch, numpy
 
         train(args)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from xdpx import io
+from xdpx.debug import gradient_stats, plot_gradients
+from xdpx.viz import plot_run
 
 if TYPE_CHECKING:
     from xdpx.train.loop import Trainer
@@ -18,8 +20,6 @@ if TYPE_CHECKING:
 
 def normalised_gradient_stats(module: torch.nn.Module, grads: list[torch.Tensor], factor: float) -> Any:
     """inspect_gradient: ``grads`` multiplied by ``factor`` in place, then |grad| per parameter."""
-    from xdpx.debug import gradient_stats
-
     torch._foreach_mul_(grads, factor)  # the statistics are of the normalised gradients
     return gradient_stats(module.named_parameters())
 
@@ -41,8 +41,6 @@ def draw(trainer: Trainer, final: bool) -> None:
     last = final or trainer._stop_reason() is not None
     due = time.perf_counter() - trainer.last_plot >= a.viz_min_interval
     if due or (last and trainer.time["total"] >= a.viz_min_interval):
-        from xdpx.viz import plot_run
-
         try:
             plot_run(trainer.save_dir)
         except Exception as error:
@@ -53,8 +51,6 @@ def draw(trainer: Trainer, final: bool) -> None:
 
 def draw_gradients(stats: Any, step: int, save_dir: str, say: Any) -> None:
     """plots/gradients/<step>.png of the inspector's ``stats``; a failure is said and training goes on."""
-    from xdpx.debug import plot_gradients
-
     try:
         plot_gradients(stats, step, io.join(save_dir, "plots", "gradients", f"{step}.png"))
     except Exception as error:

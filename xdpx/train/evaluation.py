@@ -15,6 +15,7 @@ from xdpx.logger import VALID
 from xdpx.logger import log as summaries
 from xdpx.logger import mode as summary_mode
 from xdpx.runtime.out_of_memory import is_out_of_memory
+from xdpx.runtime.scoring import evaluate as score_data
 from xdpx.train.corpus_metrics import corpus_columns
 from xdpx.train.drawing import draw
 from xdpx.train.ema import evaluated_weights
@@ -63,7 +64,6 @@ def evaluate_with_auto_ga(trainer: Trainer, data: Any) -> dict[str, float]:
 def score_split(trainer: Trainer, data: Any, batch_size: int) -> dict[str, float]:
     """Loss and metrics of the trainer's model on ``data``; the model is back in training mode after."""
     # The one evaluation function, shared with x-eval: both give the same numbers for a checkpoint.
-    from xdpx.runtime.scoring import evaluate as score_data
 
     t = trainer
     # a sharded model (fsdp) gathers its weights in each forward, so every process must run the same

@@ -28,10 +28,12 @@ from typing import Any
 
 import torch
 
+from xdpx.runtime.distributed import all_gather_objects
+
 
 def is_sharded(module: torch.nn.Module) -> bool:
     """Whether ``module`` was sharded by :func:`shard_model` (FSDP2)."""
-    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.fsdp import FSDPModule  # lazy: torch.distributed.fsdp loads slowly
 
     return isinstance(module, FSDPModule)
 
@@ -39,8 +41,9 @@ def is_sharded(module: torch.nn.Module) -> bool:
 def shard_model(module: torch.nn.Module, device: torch.device, sharding: str, say: Any) -> None:
     """Shard ``module`` in place over the processes (before its optimizer is built: FSDP2 replaces the
     parameters by sharded DTensors). With one process there is nothing to shard."""
+    # lazy: torch.distributed.device_mesh loads slowly
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import fully_shard  # lazy: torch.distributed.fsdp loads slowly
 
     world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
     if world == 1:
@@ -76,8 +79,6 @@ def shard_report(module: torch.nn.Module, optimizer: Any) -> dict[str, int]:
 def describe_shares(module: torch.nn.Module, optimizer: Any, context: Any) -> str:
     """What each process holds of the parameters and the optimizer state, against an unsharded copy (a
     collective: every process calls it)."""
-    from xdpx.runtime.distributed import all_gather_objects
-
     mine = shard_report(module, optimizer)
     reports = all_gather_objects(mine, context)
     total = mine["model_parameters"]
@@ -90,6 +91,7 @@ def describe_shares(module: torch.nn.Module, optimizer: Any, context: Any) -> st
 
 
 def _options() -> Any:
+    # lazy: torch.distributed.checkpoint.state_dict loads slowly
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 
     return StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -100,6 +102,7 @@ def full_model_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     rank 0 gets the tensors, on the CPU, the others an empty dict)."""
     if not is_sharded(module):
         return module.state_dict()
+    # lazy: torch.distributed.checkpoint.state_dict loads slowly
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
     return get_model_state_dict(module, options=_options())
@@ -110,6 +113,7 @@ def full_optimizer_state(module: torch.nn.Module, optimizer: Any) -> dict[str, A
     and keyed by parameter index as an unsharded optimizer writes it, so any run can load it."""
     if not is_sharded(module):
         return optimizer.state_dict()
+    # lazy: torch.distributed.checkpoint.state_dict loads slowly
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
     by_name = get_optimizer_state_dict(module, optimizer, options=_options())
@@ -126,6 +130,7 @@ def load_full_state(module: torch.nn.Module, optimizer: Any, model_state: dict[s
                     optimizer_state: dict[str, Any]) -> None:
     """Load a full (plain) state into the sharded ``module`` and its optimizer: each process keeps its
     shard (every process has read the whole state.pt)."""
+    # lazy: torch.distributed.checkpoint.state_dict loads slowly
     from torch.distributed.checkpoint.state_dict import (
         StateDictOptions,
         set_model_state_dict,

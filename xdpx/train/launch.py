@@ -12,15 +12,23 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 import uuid
 from typing import Any
 
-from xdpx.config.options import Option
+from xdpx import io
+from xdpx.command import COMMON_OPTIONS, get_command
+from xdpx.config.errors import ConfigError
+from xdpx.config.options import Option, resolve
 from xdpx.config.ranges import at_least
-from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, UserError
+from xdpx.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_REQUEUE, UserError
 from xdpx.io import writer_lock
 from xdpx.io.credentials import redact
+from xdpx.models.checkpoints import load_torch
+from xdpx.registry import load_user_dir
+from xdpx.runtime.run_files import STATE_FILE
+from xdpx.train.preemption import Preempted
 
 LAUNCH_OPTIONS: list[Any] = [
     Option("distributed_world_size", int, default=None, validate=at_least(1),
@@ -55,7 +63,7 @@ def processes_to_start(args: Any) -> int:
         return wanted
     if args.cpu:
         return 1
-    import torch
+    import torch  # lazy: loads torch
 
     return max(1, torch.cuda.device_count())
 
@@ -67,8 +75,6 @@ def preempted_exit(failures: dict[int, Any]) -> bool:
     """Whether the processes stopped on a preemption signal: rank 0, which saves the state, exited with
     EXIT_REQUEUE after saving it; the others with EXIT_REQUEUE too, or by the SIGTERM with which the agent
     stops the processes left once one has exited."""
-    from xdpx.errors import EXIT_REQUEUE
-
     main = failures.get(0)
     return main is not None and main.exitcode == EXIT_REQUEUE and all(
         f.exitcode in (EXIT_REQUEUE, -signal.SIGTERM) for f in failures.values())
@@ -77,10 +83,6 @@ def preempted_exit(failures: dict[int, Any]) -> bool:
 def saved_after_signal(save_dir: str, since: float) -> str | None:
     """'preempted' when state.pt in ``save_dir`` was written after ``since`` by a run a preemption signal
     stopped, 'finished' by a run that finished (the signal came at its end), else None."""
-    from xdpx import io
-    from xdpx.models.checkpoints import load_torch
-    from xdpx.runtime.run_files import STATE_FILE
-
     path = io.join(save_dir, STATE_FILE)
     if io.is_remote(path) or not io.exists(path) or os.path.getmtime(path) < since:
         return None
@@ -89,8 +91,6 @@ def saved_after_signal(save_dir: str, since: float) -> str | None:
 
 
 def raise_preempted(nproc: int) -> None:
-    from xdpx.train.preemption import Preempted
-
     print(f"x-train: the {nproc} processes stopped on a preemption signal after saving the run's state "
           "(log.txt says how to continue); exit code 3", flush=True)
     raise Preempted()
@@ -98,9 +98,9 @@ def raise_preempted(nproc: int) -> None:
 
 def launch(args: Any, nproc: int) -> None:
     """Run x-train with ``args`` in ``nproc`` local processes; raises UserError when one fails."""
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    from torch.distributed.elastic.multiprocessing.api import SignalException  # lazy: loads torch
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError  # lazy: loads torch
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch  # lazy: loads torch
 
     explicit = {name: value for name, value in args.items() if name in args._explicit}
     sources = {name: args.source(name) for name in explicit}
@@ -153,13 +153,6 @@ def launch(args: Any, nproc: int) -> None:
 
 def _worker(explicit: dict[str, Any], sources: dict[str, str], origin: str = "config") -> None:
     """One process of :func:`launch`: resolve the run again and train (a failure exits non-zero)."""
-    import sys
-
-    from xdpx.command import COMMON_OPTIONS, get_command
-    from xdpx.config.errors import ConfigError
-    from xdpx.config.options import resolve
-    from xdpx.registry import load_user_dir
-
     if explicit.get("user_dir"):
         load_user_dir(explicit["user_dir"])
     command = get_command("x-train")

@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any
 
+from tqdm import tqdm
+
 from xdpx import io
 from xdpx.errors import UserError
 from xdpx.io.credentials import redact
@@ -126,8 +128,6 @@ class Progress:
     def __init__(self, total: int, initial: int, enabled: bool) -> None:
         self.bar: Any = None
         if enabled and sys.stderr.isatty():
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, initial=initial, unit="upd", dynamic_ncols=True, leave=True)
 
     def update(self, stats: dict[str, Any] | None = None) -> None:

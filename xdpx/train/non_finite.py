@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from xdpx.debug import NanDetector
 from xdpx.errors import UserError
 from xdpx.runtime.precision import LossScaleError, overflowing_parameters
 from xdpx.runtime.seeding import seed_step
@@ -36,8 +37,6 @@ def locate_non_finite(trainer: Trainer, chunks: list[np.ndarray], dataset: Any,
                       loss_scale: float = 1.0) -> str:
     """Re-run the failing update's forward/backward with the NaN detector's hooks (same data, same
     step seed) and say where NaN/Inf first appeared; the weights are not changed."""
-    from xdpx.debug import NanDetector
-
     trainer.optimizer.zero_grad(set_to_none=True)
     seed_step(trainer.seed, trainer.num_updates)
     try:

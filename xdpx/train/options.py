@@ -11,7 +11,12 @@ from typing import Any
 from xdpx import io
 from xdpx.config.options import Option, Rule, exclusive
 from xdpx.config.ranges import above, any_number, at_least, exactly, in_range
+from xdpx.losses import losses
+from xdpx.models.choice import MODEL_OPTIONS
+from xdpx.optim import lr_schedulers, optimizers
 from xdpx.optim.bmuf import BMUF_OPTIONS
+from xdpx.tasks import tasks
+from xdpx.train.callbacks import callbacks
 from xdpx.train.launch import LAUNCH_OPTIONS
 from xdpx.train.legacy_options import LEGACY_FP16_OPTIONS
 from xdpx.utils.optional import installed, missing_message
@@ -234,12 +239,6 @@ TRAIN_OPTIONS: list[Any] = [
 def registry_options() -> list[Any]:
     """task / model (or encoder + head) / loss / optimizer / lr_scheduler / callbacks: each value switches on its component's
     options."""
-    from xdpx.losses import losses
-    from xdpx.models.choice import MODEL_OPTIONS
-    from xdpx.optim import lr_schedulers, optimizers
-    from xdpx.tasks import tasks
-    from xdpx.train.callbacks import callbacks
-
     return [
         Option("task", str, default="default", registry=tasks, doc="See xdpx/tasks/"),
         *MODEL_OPTIONS,

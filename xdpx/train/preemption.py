@@ -103,6 +103,7 @@ class PreemptionWatch:
         wait on the GPU's queue."""
         if not context.distributed:
             return self.received is not None
+        # lazy: loads torch
         import torch  # only here: the chain installs a watch before torch is imported (watching_from_start)
 
         flag = torch.tensor([float(self.received or 0)], dtype=torch.float64)

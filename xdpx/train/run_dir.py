@@ -18,12 +18,16 @@ import time
 from typing import Any
 
 from xdpx import io
+from xdpx.config import writers
 from xdpx.config.loader import STDIN_NAME
+from xdpx.config.options import Args
 from xdpx.errors import UserError
 from xdpx.io import writer_lock
 from xdpx.io.ownership import RUN_MARKER, is_run_dir, is_run_file
+from xdpx.models.checkpoints import state_mismatch
 from xdpx.runtime.run_files import STATE_FILE
-from xdpx.train.checks import refusal_start
+from xdpx.train.code_version import args_header, code_versions
+from xdpx.train.snapshot import write_snapshot
 
 # What a run directory is, and which of its files are x-train's (RUN_MARKER, is_run_dir, is_run_file), is
 # decided once for every command in xdpx.io.ownership: x-pred, x-prepro ... must not replace them either.
@@ -81,8 +85,6 @@ def continuation(args: Any) -> tuple[Any, str | None]:
     (overwrite) or starting another (auto_suffix) would throw away what it saved and never finish. A run
     that finished although a signal came at its end is continued too (nothing left to do) by a config
     that would otherwise be refused ("holds a run"): the scheduler may run the same command again."""
-    from xdpx.config.options import Args
-
     info = preempted_run(args.save_dir) if args.get("save_dir") else None
     changed = {"resume", "overwrite", "auto_suffix"}
     if info is None:
@@ -184,6 +186,54 @@ def clear_run(save_dir: str, log_file: str | None) -> tuple[list[str], list[str]
     return removed, kept
 
 
+def suffixed_save_dir(save_dir: str) -> str:
+    """save_dir, or save_dir.1, save_dir.2 ... : the first that does not exist (auto_suffix)."""
+    candidate, n = save_dir, 0
+    while io.exists(candidate):
+        n += 1
+        candidate = f"{save_dir}.{n}"
+    return candidate
+
+
+def dir_in_use(path: str) -> bool:
+    return io.isdir(path) and bool(writer_lock.entries(path))
+
+
+def refusal_start(args: Any, save_dir: str) -> str:
+    """``<config>: key 'save_dir': x-train refuses to write '<save_dir>'``: a refusal's first words."""
+    return f"{args.source('save_dir')}: key 'save_dir': x-train refuses to write {io.redact(save_dir)!r}"
+
+
+def held_refusal(args: Any, save_dir: str, holder: dict[str, Any]) -> str:
+    return f"{refusal_start(args, save_dir)}: {writer_lock.held_problem(holder, io.join(save_dir, writer_lock.LOCK_FILE))}"
+
+
+def save_dir_problems(args: Any) -> list[tuple[str, str]]:
+    """(key, problem) for what save_dir and overwrite / resume / auto_suffix would do to existing files."""
+    save_dir = args.save_dir
+    if not args.auto_suffix and io.isfile(save_dir):
+        return [("save_dir", f"{save_dir!r} is a file, not a folder: choose a folder for the run")]
+    if args.overwrite:
+        problem = overwrite_problem(save_dir, args)
+        return [("overwrite", problem)] if problem else []
+    if args.resume:
+        problem = resume_problem(save_dir)
+        return [("resume", problem)] if problem else []
+    if dir_in_use(save_dir) and not args.auto_suffix:
+        if is_run_dir(save_dir):
+            return [("save_dir", f"{save_dir!r} holds a run: set resume: true to continue it, overwrite: true "
+                                 "to replace it, or auto_suffix: true for a new folder")]
+        return [("save_dir", f"{save_dir!r} exists and is not a run directory of x-train: choose another "
+                             "save_dir, or auto_suffix: true for a new folder beside it")]
+    return []
+
+
+def run_files_split(save_dir: str, log_file: str | None) -> tuple[list[str], list[str]]:
+    """(entries x-train wrote, other entries) of an existing save_dir."""
+    names = io.listdir(save_dir)
+    return [n for n in names if is_run_file(n, log_file)], [n for n in names if not is_run_file(n, log_file)]
+
+
 def prepare_run_dir(args: Any) -> tuple[str, list[str]]:
     """Take the run directory's writer lock, make (or, with overwrite, clear) it and mark it; (save_dir,
     lines for the log).
@@ -192,8 +242,6 @@ def prepare_run_dir(args: Any) -> tuple[str, list[str]]:
     refused (exit 2) naming the first. The checks of preflight run again here: the folder may have
     changed since, and a Trainer can be built without the command.
     """
-    from xdpx.train.checks import save_dir_problems, suffixed_save_dir
-
     if not args.auto_suffix and not io.isfile(args.save_dir):
         writer_lock.hold(args.save_dir, "x-train", refusal_start(args, args.save_dir))
     problems = save_dir_problems(args)
@@ -220,8 +268,6 @@ def prepare_run_dir(args: Any) -> tuple[str, list[str]]:
 
 def check_resumable(state: dict[str, Any], module: Any, optimizer: Any, state_path: str) -> None:
     """A UserError, before anything is loaded, when state.pt was saved by another model or optimizer."""
-    from xdpx.models.checkpoints import state_mismatch
-
     fix = ("Resume with the options the run was started with (its starter_config.hjson), or start a new run: "
            "another save_dir, or auto_suffix: true")
     if not isinstance(state, dict) or not {"model", "optimizer", "counters"} <= set(state):
@@ -276,6 +322,7 @@ def shared_run_dir(args: Any, context: Any) -> tuple[str, list[str]]:
     if context.is_main:  # overwrite clears only a run directory of x-train
         save_dir, said = prepare_run_dir(args)
     if context.distributed:  # every rank writes to the folder rank 0 chose
+        # lazy: loads torch
         import torch.distributed  # only here: x-train --dry reads this module without torch
 
         chosen = [save_dir]
@@ -286,10 +333,6 @@ def shared_run_dir(args: Any, context: Any) -> tuple[str, list[str]]:
 
 def write_run_files(args: Any, save_dir: str, say: Any) -> None:
     """args.py, starter_config.hjson, the data's vocabulary files, snapshot.zip; ``say``: the code version."""
-    from xdpx.config import writers
-    from xdpx.train.code_version import args_header, code_versions
-    from xdpx.train.snapshot import write_snapshot
-
     versions = code_versions(args.get("user_dir"))
     say("code version: " + ("; ".join(v.describe() for v in versions) or "not in a git work tree")
         + " (the source itself is in snapshot.zip)")

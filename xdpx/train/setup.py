@@ -14,25 +14,24 @@ import torch
 
 from xdpx import io
 from xdpx.data.composition import build_processor
+from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
 from xdpx.models.checkpoints import load_torch, load_weights_into, resolve_checkpoint
+from xdpx.models.lora import add_lora
+from xdpx.runtime.compiling import compile_module
 from xdpx.runtime.distributed import Context
 from xdpx.runtime.precision import DynamicLossScaler, autocast
+from xdpx.runtime.run_files import STATE_FILE, available_splits, match_subsets, subsets
 from xdpx.runtime.seeding import seed_everything
 from xdpx.train.batching import TrainBatches, updates_per_epoch
-from xdpx.train.checks import (
-    STATE_FILE,
-    available_splits,
-    match_subsets,
-    subsets,
-    valid_in_training,
-    without_valid,
-)
+from xdpx.train.checks import valid_in_training, without_valid
+from xdpx.train.fsdp import is_sharded, shard_model
 from xdpx.train.logs import RunLog
 from xdpx.train.policies import EarlyStopping, EvalSchedule, LossLimit, SavePolicy
 from xdpx.train.run_dir import shared_run_dir
 from xdpx.train.shards import ShardWaiter, planned_shards, ready_splits
 from xdpx.utils.cpu_memory import keep_freed_memory
+from xdpx.viz import TensorBoardMirror
 
 
 def component(args: Any, key: str) -> Any:
@@ -82,18 +81,15 @@ def build_components(args: Any, device: torch.device, say: Any, load_pretrained:
             load_weights_into(module, resolve_checkpoint(a.pretrained_model), strict=False, say=say,
                               hint=" Check pretrained_model and the model options")
     if a.get("lora") is not None:  # ({} = the defaults) after the pretrained weights; on resume before the saved state (xdpx/models/lora.py)
-        from xdpx.models.lora import add_lora
 
         add_lora(module, a, say)
     module = module.to(device)
     if device.type == "cpu":  # reuse the large blocks every update frees (xdpx/utils/cpu_memory.py)
         keep_freed_memory()
     if a.compile:  # in place: the state_dict keys stay the model's own
-        from xdpx.runtime.compiling import compile_module
 
         compile_module(module, say)
     if a.fsdp:  # before the optimizer: FSDP2 replaces the parameters by their shards (xdpx/train/fsdp.py)
-        from xdpx.train.fsdp import shard_model
 
         shard_model(module, device, a.fsdp_sharding, say)
     processor = build_processor(a)
@@ -110,8 +106,6 @@ def build_components(args: Any, device: torch.device, say: Any, load_pretrained:
 def open_data(args: Any, data_seed: int, update_size: int,
               say: Any) -> tuple[TrainBatches, list[tuple[str, Any]], int]:
     """The training batches, the valid splits (name, dataset) and the number of updates the run makes."""
-    from xdpx.data.dataset import open_split
-
     a = args
     splits, _ = match_subsets(a.train_subset, available_splits(a.data_dir))
     waiter, coming = None, []
@@ -166,7 +160,6 @@ def open_tensorboard(args: Any, context: Context, save_dir: str, purge_step: int
     """The TensorBoard mirror of the logs (``tensorboard``, main process only), else None."""
     if not (args.tensorboard and context.is_main):
         return None
-    from xdpx.viz import TensorBoardMirror
 
     return TensorBoardMirror(save_dir, purge_step=purge_step)
 
@@ -174,8 +167,6 @@ def open_tensorboard(args: Any, context: Context, save_dir: str, purge_step: int
 def wrap_model(module: torch.nn.Module, context: Context, bmuf: Any) -> torch.nn.Module:
     """The model the update runs: in DistributedDataParallel with several processes (not BMUF, not FSDP:
     a sharded model syncs its gradients itself)."""
-    from xdpx.train.fsdp import is_sharded
-
     if context.distributed and bmuf is None and not is_sharded(module):
         return torch.nn.parallel.DistributedDataParallel(
             module, device_ids=[context.device.index] if context.device.type == "cuda" else None)

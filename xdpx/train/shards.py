@@ -13,14 +13,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from xdpx.data.meta import read_meta
 from xdpx.errors import UserError
 from xdpx.runtime.run_files import subsets
 
 
 def ready_splits(data_dir: str) -> list[str]:
     """The splits meta.hjson lists (x-prepro's commit mark), sorted."""
-    from xdpx.data.meta import read_meta
-
     meta = read_meta(data_dir) or {}
     return sorted(meta.get("data_size") or {})
 

@@ -14,6 +14,7 @@ import os
 import re
 import zipfile
 
+import xdpx
 from xdpx import io
 from xdpx.io.credentials import redact
 
@@ -68,8 +69,6 @@ def _add(archive: zipfile.ZipFile, path: str, name: str) -> None:
 
 
 def write_snapshot(save_dir: str, user_dir: str | None = None) -> int:
-    import xdpx
-
     folders = [os.path.dirname(os.path.abspath(xdpx.__file__))]
     if user_dir and not io.is_remote(user_dir) and os.path.isdir(user_dir):
         folders.append(user_dir)

@@ -6,7 +6,9 @@ assessment happens at), and writes nothing.
 
 from __future__ import annotations
 
+import json
 import time
+import warnings
 from typing import Any
 
 from xdpx import io
@@ -23,6 +25,7 @@ from xdpx.tune.plan import CONFIGS_DIR, TRIALS_PREFIX, build_plan, config_dir_of
 from xdpx.tune.study import (
     STUDY_DB,
     ask_new_trial,
+    hyperband_brackets,
     hyperband_rungs,
     open_storage,
     pruner_spec,
@@ -44,7 +47,7 @@ class TuneCommand(Command):
     output_key = "save_dir"
 
     def options(self) -> list[Any]:
-        from xdpx.tune.options import TUNE_OPTIONS
+        from xdpx.tune.options import TUNE_OPTIONS  # lazy: keeps --help light
 
         return list(TUNE_OPTIONS)
 
@@ -97,15 +100,12 @@ def is_study_dir(path: str) -> bool:
 
 
 def space_signature(plan: Any) -> str:
-    import json
-
     return json.dumps({p.name: [p.type, p.values, p.log, p.step] for p in plan.params}, sort_keys=True)
 
 
 def describe_plan(plan: Any) -> str:
     """The space, the values of trials 0-2 and the assessment plan (what ``--dry`` prints)."""
-    import optuna
-
+    import optuna  # lazy: loads optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     a = plan.args
@@ -123,8 +123,6 @@ def describe_plan(plan: Any) -> str:
         lines.append(f"#   assessments at updates {rungs}: at each, a trial goes on when it is in the best 1/{factor} "
                      f"of the trials assessed there so far (reduction factor {factor})")
         if a.pruner == "hyperband":
-            from xdpx.tune.study import hyperband_brackets
-
             brackets = hyperband_brackets(spec)
             lines.append(f"#   hyperband: {len(brackets)} bracket(s), each trial drawn into one (each bracket ranks "
                          "only its own trials):")
@@ -151,9 +149,9 @@ def dry_trials(plan: Any) -> list[str]:
     like any x-train config. No result of an earlier trial changes these draws: the random tuner ignores
     results and TPE draws its first 10 trials at random (Optuna's n_startup_trials). Only a trial retried
     before trial 2 is asked (its process died) would take one of these numbers with its original's values."""
-    import optuna
+    import optuna  # lazy: loads optuna
 
-    from xdpx.tune.sampling import SpaceExhausted, taken_configs
+    from xdpx.tune.sampling import SpaceExhausted, taken_configs  # lazy: loads numpy, optuna
 
     a = plan.args
     space = plan.distributions()
@@ -175,9 +173,7 @@ def dry_trials(plan: Any) -> list[str]:
 def quiet_optuna() -> None:
     """Optuna warns that heartbeats and retries are experimental and meant for Study.optimize: they are
     what x-tune relies on, by design, so the warnings would only alarm users."""
-    import warnings
-
-    import optuna
+    import optuna  # lazy: loads optuna
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
@@ -199,8 +195,7 @@ def open_study(plan: Any, url: str) -> Any:
 
 
 def _open_study(plan: Any, url: str) -> Any:
-    import optuna
-
+    import optuna  # lazy: loads optuna
 
     a = plan.args
     storage = open_storage(url, a.heartbeat_interval, a.max_retries)
@@ -230,8 +225,8 @@ def _open_study(plan: Any, url: str) -> Any:
 
 
 def run_study(plan: Any) -> None:
-    from xdpx.tune.results import remove_checkpoints_below, write_outputs
-    from xdpx.tune.runner import StudyRunner
+    from xdpx.tune.results import remove_checkpoints_below, write_outputs  # lazy: keeps --help light
+    from xdpx.tune.runner import StudyRunner  # lazy: keeps --help light
 
     a = plan.args
     url = storage_url(a.storage, a.save_dir)

@@ -38,7 +38,7 @@ _held = threading.local()  # the locks this thread holds: nesting one SQLite fil
 
 def sqlite_lock_path(url: str) -> str | None:
     """``<database>.lock`` of an SQLite URL with a file; None for an in-memory database."""
-    from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import make_url  # lazy: loads sqlalchemy
 
     database = make_url(url).database
     if not database or database == ":memory:" or database.startswith("file::memory:"):
@@ -91,7 +91,7 @@ def _timed_out(scope: str, timeout: float, where: str) -> None:
 
 @contextmanager
 def _flock(path: str, scope: str, timeout: float) -> Iterator[None]:
-    import fcntl
+    import fcntl  # lazy: POSIX only; the lock of a local storage file
 
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
@@ -110,8 +110,8 @@ def _flock(path: str, scope: str, timeout: float) -> Iterator[None]:
 
 
 def _engine(url: str) -> Any:
-    from sqlalchemy import create_engine
-    from sqlalchemy.pool import NullPool
+    from sqlalchemy import create_engine  # lazy: loads sqlalchemy
+    from sqlalchemy.pool import NullPool  # lazy: loads sqlalchemy
 
     with _registry:
         if url not in _engines:
@@ -122,7 +122,7 @@ def _engine(url: str) -> Any:
 
 @contextmanager
 def _advisory_lock(url: str, scope: str, timeout: float) -> Iterator[None]:
-    from sqlalchemy import text
+    from sqlalchemy import text  # lazy: loads sqlalchemy
 
     key = advisory_key(scope)
     with _engine(url).connect() as connection:

@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import hjson
+
 from xdpx import io
 from xdpx.command import COMMON_OPTIONS, get_command
 from xdpx.config.errors import ConfigError
@@ -160,8 +162,6 @@ def write_train_config(args: Args, path: str, about: str) -> None:
     option path from the working directory, wherever the config file lives (docs/config.md), so this file
     names the same files as the base config when run from the folder x-tune ran in, and diff_params
     between the two shows only what the trial changed. The first lines say so (``about``: what the file is)."""
-    import hjson
-
     values = {name: redact(value) for name, value in args.non_defaults().items()}
     header = (f"# {about}\n# x-train it from {redact(os.getcwd())}, where x-tune ran: relative paths are relative to "
               "the working directory, as in the base config\n")

@@ -12,6 +12,8 @@ import json
 import os
 from typing import Any
 
+from xdpx.tune.study import build_pruner, open_storage
+
 TRIAL_ENV = "XDPX_TUNE_TRIAL"
 PRUNED_ATTR = "pruned_at_step"  # a trial user attribute: the trainer stopped because the pruner said so
 
@@ -44,9 +46,7 @@ class TrialReporter:
     """Reports evaluations of one trial to its Optuna study; :meth:`after_evaluation` says whether to stop."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
-        import optuna
-
-        from xdpx.tune.study import build_pruner, open_storage
+        import optuna  # lazy: loads optuna
 
         self.step_samples = int(spec["step_samples"])  # samples of one base-config update: the report unit
         self.eval_deviation = spec.get("eval_deviation")

@@ -10,10 +10,11 @@ import math
 from typing import Any
 
 from xdpx import io
+from xdpx.models.checkpoints import INDEX_FILE, list_checkpoints
 from xdpx.tune.locking import storage_lock
 from xdpx.tune.plan import TunePlan, trial_dir, write_train_config
 from xdpx.tune.runner import ERROR_ATTR
-from xdpx.tune.study import OVER_BUDGET, storage_url
+from xdpx.tune.study import OVER_BUDGET, RETRY_HISTORY, storage_url
 
 RESULTS_FILE = "results.tsv"
 OVERVIEW_FILE = "overview.png"
@@ -35,8 +36,6 @@ def _cell(value: Any) -> str:
 
 def retries(trials: list[Any]) -> dict[int, int]:
     """{number of an interrupted trial: number of the trial that ran it again}."""
-    from xdpx.tune.study import RETRY_HISTORY
-
     return {number: t.number for t in trials for number in t.system_attrs.get(RETRY_HISTORY, [])[-1:]}
 
 
@@ -103,9 +102,9 @@ def write_outputs(plan: TunePlan, study: Any) -> Any:
 
 def plot_overview(plan: TunePlan, trials: list[Any], best: Any, path: str) -> None:
     """Every trial's dev metric against samples seen; pruned trials end early (x), the best is marked."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: loads matplotlib
 
-    from xdpx.viz import read_tsv, save_figure
+    from xdpx.viz import read_tsv, save_figure  # lazy: loads numpy
 
     metric = plan.base_args.major_metric
     figure = Figure(figsize=(10, 6), dpi=100)
@@ -157,7 +156,6 @@ def remove_checkpoints_below(plan: TunePlan, trial: Any) -> list[str]:
     better = best is not None and (best > threshold if plan.direction == "maximize" else best < threshold)
     if better:
         return []
-    from xdpx.models.checkpoints import INDEX_FILE, list_checkpoints
 
     folder = trial_dir(plan.args.save_dir, trial.number)
     if not io.isdir(folder):

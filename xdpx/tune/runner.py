@@ -23,7 +23,14 @@ from xdpx.config.errors import ConfigError
 from xdpx.tune.locking import storage_lock
 from xdpx.tune.plan import TunePlan, trial_config_path, trial_dir, write_train_config
 from xdpx.tune.reporter import PRUNED_ATTR, TRIAL_ENV
-from xdpx.tune.study import OVER_BUDGET, ask_new_trial, build_sampler, counted_trials, pruner_spec
+from xdpx.tune.study import (
+    OVER_BUDGET,
+    ask_new_trial,
+    build_pruner,
+    build_sampler,
+    counted_trials,
+    pruner_spec,
+)
 
 ERROR_ATTR = "error"
 CONSOLE_FILE = "console.txt"  # a trial's stdout and stderr, in its folder
@@ -33,8 +40,8 @@ _PR_SET_PDEATHSIG = 1
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     try:
-        import ctypes
-        import signal
+        import ctypes  # lazy: runs in the forked child, before exec (Linux only)
+        import signal  # lazy: with ctypes, in the child
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except Exception:
@@ -47,7 +54,7 @@ def visible_gpus() -> list[str]:
     if visible is not None:
         return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
     try:
-        import torch
+        import torch  # lazy: loads torch, only to count GPUs when CUDA_VISIBLE_DEVICES is unset
 
         return [str(i) for i in range(torch.cuda.device_count())]
     except Exception:
@@ -70,9 +77,7 @@ class StudyRunner:
         self.exhausted = False  # said once: a finite space has no untried configuration left
 
     def study(self, sampler: Any = None) -> Any:
-        import optuna
-
-        from xdpx.tune.study import build_pruner
+        import optuna  # lazy: loads optuna
 
         sampler = sampler or build_sampler(self.plan.args.tuner, self.plan.args.seed)
         return optuna.load_study(study_name=self.study_name, storage=self.storage, sampler=sampler,
@@ -110,10 +115,10 @@ class StudyRunner:
         shares: counting the trials against max_trials (running ones included), ``study.ask`` and the
         check that the drawn configuration is new happen for one worker at a time, so workers started
         together neither go over max_trials nor draw the same values."""
-        from optuna.storages import fail_stale_trials
-        from optuna.trial import TrialState
+        from optuna.storages import fail_stale_trials  # lazy: loads optuna
+        from optuna.trial import TrialState  # lazy: loads optuna
 
-        from xdpx.tune.sampling import space_size, taken_configs
+        from xdpx.tune.sampling import space_size, taken_configs  # lazy: loads numpy, optuna
 
         args = self.plan.args
         with self.lock, storage_lock(self.storage_url, f"study:{self.study_name}:trials"):
@@ -144,15 +149,15 @@ class StudyRunner:
             return trial
 
     def _all_done(self) -> bool:
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # lazy: loads optuna
 
         trials = self.study().get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
         return not trials
 
     # ---- one trial -------------------------------------------------------------------------------------
     def _run_trial(self, trial: Any, slot: int) -> None:
-        from optuna.storages._heartbeat import get_heartbeat_thread
-        from optuna.trial import TrialState
+        from optuna.storages._heartbeat import get_heartbeat_thread  # lazy: loads optuna
+        from optuna.trial import TrialState  # lazy: loads optuna
 
         plan, number = self.plan, trial.number
         for key in (PRUNED_ATTR, ERROR_ATTR, "best_score", "best_step"):  # a retry copies its original's

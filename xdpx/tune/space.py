@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdpx.config.errors import ConfigError
+from xdpx.config.loader import load_config
 
 TYPES = ("float", "int", "categorical")
 ENTRY_KEYS = ("type", "values", "log", "step")
@@ -46,6 +47,7 @@ class Param:
     source: str = "space.hjson"  # the file that set this entry, for errors
 
     def distribution(self) -> Any:
+        # lazy: loads optuna
         from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
         if self.type == "float":
@@ -144,8 +146,6 @@ def parse_entry(name: str, entry: Any, where: str) -> tuple[Param | None, list[s
 
 def load_space(path: str) -> list[Param]:
     """The parameters of a space file (the config language applies: __parent__, ${}, __def__)."""
-    from xdpx.config.loader import load_config
-
     configs = load_config(path)
     if len(configs) != 1:
         raise ConfigError(f"{configs[0].file}: a space file describes one space, this one loops over "

@@ -40,8 +40,8 @@ def storage_problem(storage: str | None) -> str | None:
     """Why ``storage`` cannot be a database URL (checked before any work, so a typo leaves no study folder
     behind), or None. Only the URL and its dialect are checked here; a missing driver or an unreachable
     server are found when the storage is opened."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+    from sqlalchemy.engine import make_url  # lazy: loads sqlalchemy
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError  # lazy: loads sqlalchemy
 
     if storage is None:
         return None
@@ -60,7 +60,7 @@ def storage_problem(storage: str | None) -> str | None:
 
 def redact_url(url: str) -> str:
     """The URL without its password, for messages."""
-    from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import make_url  # lazy: loads sqlalchemy
 
     try:
         return make_url(url).render_as_string(hide_password=True)
@@ -75,9 +75,9 @@ def open_storage(url: str, heartbeat_interval: int | None, max_retries: int = 0)
     then a version row and alembic's stamp): one fails with "table studies already exists" or a unique
     constraint. The creation runs under the storage's lock (locking.py) and, where that lock cannot
     reach (another database), is retried for :data:`CREATE_SECONDS`."""
-    import optuna
-    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
-    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+    import optuna  # lazy: loads optuna
+    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback  # lazy: loads optuna
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError  # lazy: loads sqlalchemy
 
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:"):
@@ -106,7 +106,7 @@ def open_storage(url: str, heartbeat_interval: int | None, max_retries: int = 0)
 
 def is_creation_race(error: Exception) -> bool:
     """Whether a database error is another worker creating the same tables or rows at the same moment."""
-    from sqlalchemy.exc import IntegrityError
+    from sqlalchemy.exc import IntegrityError  # lazy: loads sqlalchemy
 
     text = str(error).lower()
     return isinstance(error, IntegrityError) or any(
@@ -142,7 +142,7 @@ class MinRefPruner:
         self.pruner, self.min_ref = pruner, min_ref
 
     def prune(self, study: Any, trial: Any) -> bool:
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # lazy: loads optuna
 
         prune = self.pruner.prune(study, trial)
         if prune and self.min_ref:
@@ -152,6 +152,7 @@ class MinRefPruner:
 
 
 def build_pruner(spec: dict[str, Any]) -> Any:
+    # lazy: loads optuna
     from optuna.pruners import (
         HyperbandPruner,
         NopPruner,
@@ -179,7 +180,7 @@ def build_pruner(spec: dict[str, Any]) -> Any:
 def build_sampler(tuner: str, seed: int, space: dict[str, Any] | None = None, taken: set[Any] | None = None) -> Any:
     """The study's sampler: trial n is drawn with ``seed + n``; with ``space``, never one of the ``taken``
     configurations (sampling.py)."""
-    from xdpx.tune.sampling import TrialSeededSampler
+    from xdpx.tune.sampling import TrialSeededSampler  # lazy: loads numpy, optuna
 
     return TrialSeededSampler(tuner, seed, space, taken)
 
@@ -223,7 +224,7 @@ def hyperband_brackets(spec: dict[str, Any]) -> list[tuple[float, list[int]]]:
 
 def counted_trials(trials: list[Any]) -> list[Any]:
     """The trials that use up max_trials: not waiting, not over budget, not failed and retried."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: loads optuna
 
     retried = {number for t in trials for number in t.system_attrs.get(RETRY_HISTORY, [])}
     return [t for t in trials if t.state != TrialState.WAITING and t.number not in retried

@@ -21,6 +21,7 @@ from xdpx.command import Command, commands
 from xdpx.config.options import Args, Option
 from xdpx.errors import UserError
 from xdpx.io.ownership import Output
+from xdpx.viz.runs import find_runs, is_run_dir, read_run
 
 PLOTS_DIR = "plots"
 FIGURE_FORMATS = ("png", "pdf", "svg", "jpg")
@@ -53,8 +54,6 @@ def reference_dirs(ref_dir: Any) -> list[tuple[str | None, str]]:
 def matching_runs(pattern: str) -> list[str]:
     """Run directories a save_dir names: the path itself, every run a glob pattern matches, or every run
     below a folder that is not itself a run (an x-tune study: its trials)."""
-    from xdpx.viz.runs import find_runs, is_run_dir
-
     if any(ch in pattern for ch in "*?["):
         return [p for p in io.glob(pattern.rstrip("/")) if is_run_dir(p)]
     path = pattern.rstrip("/")
@@ -66,9 +65,10 @@ def matching_runs(pattern: str) -> list[str]:
 def plot_run(save_dir: str, label: str | None = None, refs: list[tuple[str | None, str]] | None = None,
              figext: str = "png", walltime: bool = False) -> list[str]:
     """Draw every figure of ``save_dir`` (with the reference runs) into save_dir/plots; the paths."""
-    from xdpx.viz.plots import plot_runs
-    from xdpx.viz.reliability import plot_reliability  # lazy: x-train imports this module; figures only when drawn
-    from xdpx.viz.runs import read_run
+    from xdpx.viz.plots import plot_runs  # lazy: loads numpy
+
+    # lazy: x-train imports this module; figures only when drawn
+    from xdpx.viz.reliability import plot_reliability
 
     main = read_run(save_dir, label)
     references = [read_run(path, ref_label) for ref_label, path in refs or []
@@ -104,7 +104,6 @@ class VizCommand(Command):
             raise UserError(f"save_dir {args.save_dir!r} matches no run directory (a folder with args.py "
                             "and train.log.tsv)")
         refs = reference_dirs(args.ref_dir)
-        from xdpx.viz.runs import is_run_dir
 
         missing = [path for _, path in refs if not is_run_dir(path.rstrip("/"))]
         if missing:

@@ -33,7 +33,7 @@ TRAIN_FIGURES = {
 
 
 def _figure(title: str, axis: Axis, ylabel: str, log_y: bool = False, subtitle: str = "") -> tuple[Any, Any]:
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: loads matplotlib
 
     # fixed margins: a layout engine would draw every figure twice
     figure = Figure(figsize=(10.5, 5.2), dpi=100)
@@ -78,7 +78,7 @@ def _mark_epochs(ax: Any, axis: Axis, runs: Sequence[Run]) -> bool:
 
 
 def _legend(ax: Any, runs: Sequence[Run], styles: list[str], extra: list[Any]) -> None:
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: loads matplotlib
 
     handles = [Line2D([], [], color=COLORS[i % len(COLORS)], linewidth=MAIN_WIDTH if i == 0 else REF_WIDTH,
                       label=run.label + ("" if i == 0 else " (ref)")) for i, run in enumerate(runs)]
@@ -90,7 +90,7 @@ def _legend(ax: Any, runs: Sequence[Run], styles: list[str], extra: list[Any]) -
 
 
 def _style_handles(has_epochs: bool) -> list[Any]:
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: loads matplotlib
 
     if not has_epochs:
         return []
@@ -99,7 +99,7 @@ def _style_handles(has_epochs: bool) -> list[Any]:
 
 def _best_handle(run: Run, color: str, best: tuple[int, float], main: bool) -> Any:
     """The legend entry of a run's best evaluation: the value and the run's own update."""
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: loads matplotlib
 
     label = f"best{'' if main else ' of ' + run.label}: {best[1]:.4g}\nat {'' if main else 'its '}update {best[0]}"
     return Line2D([], [], color=BEST_COLOR, marker="o", linestyle="", markersize=8,

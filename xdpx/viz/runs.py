@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xdpx import io
+from xdpx.config.writers import read_args
 from xdpx.errors import UserError
+from xdpx.runtime.run_files import match_subsets
 
 # Columns the trainer writes itself; any other column is a user summary (train) or a metric (valid).
 TRAIN_COLUMNS = ("epoch", "step", "samples", "loss", "grad_norm", "clip_rate", "lr", "samples_per_s",
@@ -142,8 +144,6 @@ class Run:
 
     def train_sizes(self) -> list[tuple[str, int]]:
         """(split, samples) of each training split in the order of epoch 1."""
-        from xdpx.runtime.run_files import match_subsets
-
         sizes = self.args.get("data_size") or {}
         splits, _ = match_subsets(self.args.get("train_subset", "train"), sorted(sizes))
         return [(s, int(sizes[s])) for s in splits]
@@ -162,7 +162,7 @@ class Run:
             order = [n for _, n in sizes]
             if self.args.get("lazy_load") and len(sizes) > 1:
                 if epoch > 1 and self.args.get("seed") is not None:
-                    from xdpx.runtime.seeding import epoch_rng
+                    from xdpx.runtime.seeding import epoch_rng  # lazy: loads torch, numpy
 
                     order = [order[i] for i in epoch_rng(int(self.args["seed"]), epoch, salt=1)
                              .permutation(len(order))]
@@ -183,8 +183,6 @@ def is_run_dir(path: str) -> bool:
 
 def read_run(save_dir: str, label: str | None = None) -> Run:
     """Read ``save_dir`` (args.py and the logs); a folder that is not a run is a clear error."""
-    from xdpx.config.writers import read_args
-
     save_dir = save_dir.rstrip("/")
     args_path = io.join(save_dir, "args.py")
     if not io.exists(args_path):

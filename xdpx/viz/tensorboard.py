@@ -24,7 +24,7 @@ class TensorBoardMirror:
     def __init__(self, save_dir: str, purge_step: int | None = None) -> None:
         # x-train's config check says the same before any work; this covers a resume or a direct use
         require("tensorboard", "tensorboard: true")
-        from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard import SummaryWriter  # lazy: loads torch
 
         self.writer = SummaryWriter(io.join(save_dir, TENSORBOARD_DIR), purge_step=purge_step)
 

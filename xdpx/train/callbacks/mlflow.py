@@ -106,7 +106,7 @@ class MlflowCallback(Callback):
         self._log_params(run)
 
     def _log_params(self, run: RunInfo) -> None:
-        from mlflow.entities import Param
+        from mlflow.entities import Param  # lazy: optional mlflow
 
         logged = self.client.get_run(self.run_id).data.params  # params are immutable: log the new ones only
         values = {name: value for name, value in run.args.items() if name not in UNLOGGED_OPTIONS}
@@ -118,7 +118,7 @@ class MlflowCallback(Callback):
     def on_evaluation(self, run: RunInfo, row: dict[str, Any]) -> None:
         if self.client is None or row["step"] <= self.logged_up_to:
             return
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # lazy: optional mlflow
 
         now = int(time.time() * 1000)
         metrics = [Metric(name, float(value), now, int(row["step"])) for name, value in row.items()
