@@ -94,6 +94,16 @@ def load_folder(folder: str, backend: str | None, checkpoint: str | None = None,
     return load_model(args, say=lambda _message: None)
 
 
+def small_tables(path: str) -> list[str]:
+    """The Gather nodes of embedding tables under int8.WORD_TABLE_ROWS rows (positions, token types): they
+    stay float32 in ONNX as in PyTorch."""
+    import onnx  # lazy: optional package (the [onnx] extra)
+
+    graph = onnx.load(path).graph
+    rows = {t.name: t.dims[0] for t in graph.initializer if len(t.dims) == 2}
+    return [n.name for n in graph.node if n.op_type == "Gather" and rows.get(n.input[0], int8.WORD_TABLE_ROWS) < int8.WORD_TABLE_ROWS]
+
+
 def write_onnx(run: Any, folder: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
     """model_int8.onnx: the run's ONNX export (checked against the model) quantized by onnxruntime."""
     from onnxruntime.quantization import (  # lazy: optional package (the [onnx] extra)
@@ -108,7 +118,7 @@ def write_onnx(run: Any, folder: str, samples: list[dict[str, Any]]) -> dict[str
         prepared = os.path.join(tmp, "prepared.onnx")
         quant_pre_process(path, prepared, skip_symbolic_shape=True)  # onnxruntime's own graph optimisation first
         quantize_dynamic(prepared, os.path.join(folder, int8.ONNX_MODEL), weight_type=QuantType.QInt8,
-                         per_channel=True)
+                         per_channel=True, nodes_to_exclude=small_tables(prepared))
     return {"file": int8.ONNX_MODEL, "inputs": inputs, "fp32_parity": report.describe(),
             "quantizer": "onnxruntime.quantization.quantize_dynamic (QInt8, per channel)"}
 

@@ -2,9 +2,9 @@
 
 On disk (a folder written by x-script quantize, docs/export.md "int8 models"):
 - ``int8.json``: the record that makes the folder an int8 model (what was quantized, by which engine);
-- ``model_int8.safetensors``: the weights. Each weight matrix of an ``nn.Linear``, ``nn.LSTM`` and
-  ``nn.Embedding`` is stored as int8 with one float32 scale per row (symmetric, ``round(w / scale)`` in
-  [-127, 127]); every other tensor as it is. safetensors holds tensors only: nothing runs on load, and no
+- ``model_int8.safetensors``: the weights. Each weight matrix of an ``nn.Linear`` (the int8 rows and
+  per-row scales torch.ao makes of it, written as they are), ``nn.LSTM`` and word ``nn.Embedding`` (1,000
+  rows or more) is stored as int8 with one float32 scale per row (symmetric); every other tensor as it is. safetensors holds tensors only: nothing runs on load, and no
   quantized-tensor pickles are involved (torch.ao's quantized LSTM state does not load with
   ``weights_only=True``, torch's quantized tensors are deprecated).
 - ``model_int8.onnx``: the ONNX export quantized by onnxruntime (backend onnx), when it was written.
@@ -32,6 +32,9 @@ RECORD = "int8.json"
 WEIGHTS = "model_int8.safetensors"
 ONNX_MODEL = "model_int8.onnx"
 SCALE_SUFFIX = ".int8_scale"
+# An embedding table of fewer rows (positions, token types) stays float32: it is small, and it is added to
+# every token (int8 position and token-type tables cost the MiniLM teacher 0.5 point of dev accuracy)
+WORD_TABLE_ROWS = 1000
 
 
 def read_record(folder: str | None) -> dict[str, Any] | None:
@@ -73,8 +76,8 @@ def int8_layers(model: Any) -> dict[str, str]:
     from torch import nn
 
     kinds = {nn.Linear: "Linear", nn.LSTM: "LSTM", nn.Embedding: "Embedding"}
-    return {name: kind for name, module in model.named_modules()
-            for cls, kind in kinds.items() if type(module) is cls}
+    return {name: kind for name, module in model.named_modules() for cls, kind in kinds.items()
+            if type(module) is cls and (kind != "Embedding" or module.num_embeddings >= WORD_TABLE_ROWS)}
 
 
 def layer_kinds(model: Any) -> list[str]:
@@ -95,13 +98,17 @@ def int8_weight_names(model: Any) -> set[str]:
     return names
 
 
-def pack(state: dict[str, Any], int8_names: set[str]) -> dict[str, Any]:
-    """The tensors written to model_int8.safetensors: int8 rows plus scales for ``int8_names``."""
+def pack(state: dict[str, Any], int8_names: set[str], exact: dict[str, tuple[Any, Any]] | None = None) -> dict[str, Any]:
+    """The tensors written to model_int8.safetensors: int8 rows plus scales for ``int8_names``; ``exact``:
+    name -> (int8 rows, scales) already made by the engine (the Linear weights), written as they are."""
     import torch  # lazy: torch stays out of x-train's checks and x-serve's start-up, which import this module
 
     out = {}
     for key, value in state.items():
-        if key in int8_names and value.dim() == 2 and value.is_floating_point():
+        if exact and key in exact:
+            rows, scales = exact[key]
+            out[key], out[key + SCALE_SUFFIX] = rows.contiguous(), scales.float().contiguous()
+        elif key in int8_names and value.dim() == 2 and value.is_floating_point():
             weight = value.detach().float()
             scale = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-12)
             out[key] = torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
@@ -122,11 +129,33 @@ def unpack(tensors: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
+def engine_weights(model: Any) -> dict[str, tuple[Any, Any]]:
+    """weight name -> (int8 rows, per-row scales) of every Linear as the engine quantizes it (per channel,
+    symmetric): written as they are, so that the model loaded back runs the very int8 weights the engine
+    made from the float ones (rounding them to int8 rows of our own first, then letting the engine round
+    those again, cost the MiniLM teacher 0.75 point of dev accuracy)."""
+    import copy
+
+    import torch  # lazy: as above
+
+    quantized = dynamic_int8(copy.deepcopy(model).cpu())
+    exact = {}
+    for name, kind in int8_layers(model).items():
+        if kind != "Linear":
+            continue
+        weight = quantized.get_submodule(name).weight()
+        if weight.qscheme() != torch.per_channel_affine or bool((weight.q_per_channel_zero_points() != 0).any()):
+            continue
+        exact[f"{name}.weight" if name else "weight"] = (weight.int_repr(), weight.q_per_channel_scales())
+    return exact
+
+
 def save_int8(model: Any, path: str) -> None:
     """Write the float ``model``'s weights as model_int8.safetensors (see the module's docstring)."""
     from safetensors.torch import save  # lazy: imports torch, as above
 
-    data = save(pack(model.state_dict(), int8_weight_names(model)), metadata={"format": "pt", "xdpx": "int8"})
+    tensors = pack(model.state_dict(), int8_weight_names(model), engine_weights(model))
+    data = save(tensors, metadata={"format": "pt", "xdpx": "int8"})
     with io.open(path, "wb") as f:
         f.write(data)
 
@@ -167,7 +196,27 @@ def load_int8(model: Any, path: str) -> Any:
                         + (f"missing {missing[:5]} " if missing else "") + (f"unexpected {unexpected[:5]}" if unexpected else "")
                         + "; quantize the run again")
     model.load_state_dict(state, strict=True)
-    return dynamic_int8(model)
+    quantized = dynamic_int8(model)
+    set_exact_weights(quantized, tensors)
+    return quantized
+
+
+def set_exact_weights(quantized: Any, tensors: dict[str, Any]) -> None:
+    """Give each dynamic int8 Linear the int8 rows and scales stored for it, exactly (not rounded again)."""
+    import torch  # lazy: as above
+
+    with warnings.catch_warnings():  # torch's quantized tensors are deprecated: they are the engine's format here
+        warnings.simplefilter("ignore")
+        for name, module in quantized.named_modules():
+            key = f"{name}.weight" if name else "weight"
+            if not hasattr(module, "set_weight_bias") or key + SCALE_SUFFIX not in tensors:
+                continue
+            rows, scales = tensors[key], tensors[key + SCALE_SUFFIX].double()
+            weight = torch.quantize_per_channel(rows.float() * scales[:, None].float(), scales,
+                                                torch.zeros(len(scales), dtype=torch.long), 0, torch.qint8)
+            if not torch.equal(weight.int_repr(), rows):  # x * s / s must round back to x
+                weight = torch._make_per_channel_quantized_tensor(rows, scales, torch.zeros(len(scales), dtype=torch.long), 0)
+            module.set_weight_bias(weight, module.bias())
 
 
 def folder_size(folder: str, names: list[str]) -> int:
