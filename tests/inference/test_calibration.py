@@ -62,6 +62,10 @@ def test_ece_and_brier_are_the_hand_computed_values() -> None:
     assert negative_log_likelihood(three, np.array([0, 2])) == pytest.approx(-(np.log(0.7) + np.log(0.4)) / 2)
     scores = calibration_scores(probabilities, targets, 5)
     assert scores["accuracy"] == 0.5 and len(scores["bins"]) == 5
+    from xdpx.inference.options import ECE_BINS
+    from xdpx.metrics.calibration import DEFAULT_BINS
+
+    assert ECE_BINS.default == DEFAULT_BINS == 15  # x-eval's option and the tools' default agree
 
 
 def test_brier_agrees_with_scikit_learn() -> None:

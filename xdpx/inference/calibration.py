@@ -27,21 +27,12 @@ import numpy as np
 
 from xdpx import io
 from xdpx.config.errors import ConfigError
-from xdpx.config.options import Option
-from xdpx.config.ranges import at_least
 from xdpx.inference.outputs import PredictionFormat, prediction_format, probabilities
 from xdpx.metrics.calibration import DEFAULT_BINS, calibration_scores, read_record
 
 # a temperature outside this range is a degenerate fit (e.g. a split the model gets all right: the NLL keeps
 # falling as T -> 0), not a calibration
 TEMPERATURE_RANGE = (1e-3, 1e3)
-
-CALIBRATED = Option(
-    "calibrated", bool, default=True,
-    doc="divide a classifier's logits by the temperature of the run's calibration.json (x-script calibrate) when "
-        "it was fitted for the checkpoint loaded; false: the raw probabilities. The predicted labels are the same")
-ECE_BINS = Option("ece_bins", int, default=DEFAULT_BINS, validate=at_least(1),
-                  doc="equal-width confidence bins of the expected calibration error (ece) x-eval reports")
 
 
 def class_probabilities(logits: Any, temperature: float = 1.0) -> np.ndarray:

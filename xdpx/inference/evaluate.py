@@ -19,16 +19,8 @@ from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
 from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
-from xdpx.inference.calibration import (
-    CALIBRATED,
-    ECE_BINS,
-    bins_line,
-    calibrates,
-    calibration_metrics,
-    run_temperature,
-)
 from xdpx.inference.loading import check_checkpoint, load_model, run_options
-from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
+from xdpx.inference.options import CALIBRATED, ECE_BINS, LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
 from xdpx.inference.rerank_options import FIRST_STAGE_OPTIONS, reranking
 from xdpx.io.credentials import redact
 from xdpx.io.ownership import Output
@@ -180,6 +172,9 @@ def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]])
     context = distributed.current()  # under torchrun each process scores its share of the batches
     loaded = load_model(args, run_args)
     # every classifier gets ECE and Brier; with the run's calibration.json also the calibrated figures
+    # lazy: numpy, only once a model is loaded (x-eval's module is imported with every command)
+    from xdpx.inference.calibration import bins_line, calibrates, calibration_metrics, run_temperature
+
     classifier = calibrates(loaded)
     temperature = run_temperature(args.save_dir, loaded, raw=not args.calibrated,
                                   say=print if context.is_main else lambda _m: None) if classifier else None

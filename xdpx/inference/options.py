@@ -68,6 +68,14 @@ LOAD_OPTIONS: list[Any] = [
          "(or a TF BERT checkpoint)", keys=("from_tf", "checkpoint")),
 ]
 
+# x-eval and x-pred: the run's calibration.json (x-script calibrate; xdpx/inference/calibration.py)
+CALIBRATED = Option(
+    "calibrated", bool, default=True,
+    doc="divide a classifier's logits by the temperature of the run's calibration.json (x-script calibrate) when "
+        "it was fitted for the checkpoint loaded; false: the raw probabilities. The predicted labels are the same")
+ECE_BINS = Option("ece_bins", int, default=15, validate=at_least(1),  # xdpx.metrics.calibration.DEFAULT_BINS
+                  doc="equal-width confidence bins of the expected calibration error (ece) x-eval reports")
+
 RAW_DATA_OPTIONS: list[Any] = [
     Option("workers", int, default=None, validate=at_least(1),
            doc="processes that parse and tokenize raw text files; null: one (in this process)"),

@@ -23,11 +23,10 @@ from xdpx.config.ranges import at_least
 from xdpx.data.composition import build_loader
 from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
-from xdpx.inference.calibration import CALIBRATED, calibrates, run_temperature, scale_logits
 from xdpx.inference.evaluate import locate
 from xdpx.inference.explain_columns import EXPLAIN_OPTIONS, ExplainedFormat, attach_texts, check_explain
 from xdpx.inference.loading import check_checkpoint, load_model, run_options
-from xdpx.inference.options import LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
+from xdpx.inference.options import CALIBRATED, LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
 from xdpx.inference.rerank_options import SEARCH_OPTIONS
 from xdpx.io.credentials import redact
 from xdpx.io.ownership import Output
@@ -178,6 +177,9 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
     except UserError as e:
         raise UserError(f"{e} (looked in {processor.data_dir})") from None
     # distill writes the raw logits (soft targets); otherwise the run's calibrated probabilities when it has them
+    # lazy: numpy, only once a model is loaded (x-pred's module is imported with every command)
+    from xdpx.inference.calibration import calibrates, run_temperature, scale_logits
+
     temperature = run_temperature(args.save_dir, loaded, raw=not args.calibrated or args.distill,
                                   say=print if context.is_main else lambda _m: None) if calibrates(loaded) else None
     if args.explain:  # the attribution columns after the prediction columns

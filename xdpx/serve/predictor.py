@@ -15,7 +15,7 @@ from xdpx.data.composition import build_loader
 from xdpx.data.errors import BadLine
 from xdpx.data.loading import check_text
 from xdpx.errors import UserError
-from xdpx.inference import LOAD_OPTIONS, calibrates, load_model, run_temperature, scale_logits
+from xdpx.inference import LOAD_OPTIONS, load_model
 from xdpx.models.choice import model_label
 from xdpx.models.int8 import read_record
 
@@ -112,7 +112,9 @@ class Predictor:
         with self.lock:  # one forward pass at a time: the model's threads already use the cores
             logits = predict_logits(loaded.task, loaded.model, loaded.processor, samples, loaded.batch_size,
                                     loaded.autocast, loaded.to_device, max_tokens=self.max_tokens).numpy()
-        return self.format.records(scale_logits(logits, self.temperature), samples)
+        if self.temperature is not None:  # the run's calibration (x-script calibrate)
+            logits = logits / self.temperature
+        return self.format.records(logits, samples)
 
 
 def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int | None = None,
@@ -139,6 +141,11 @@ def load_predictor(save_dir: str, checkpoint: str | None = None, batch_size: int
         print(message, file=sys.stderr)
 
     predictor = Predictor(load_model(args, say=say), max_tokens)
+    from xdpx.inference import (  # lazy: numpy; x-serve's command imports this module
+        calibrates,
+        run_temperature,
+    )
+
     if calibrates(predictor.loaded):
         predictor.temperature = run_temperature(save_dir, predictor.loaded, raw=raw_probs, say=say)
     return predictor
