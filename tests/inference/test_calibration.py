@@ -169,7 +169,7 @@ def test_x_pred_writes_calibrated_probabilities_and_raw_ones_on_request(calibrat
     p_raw = np.array([[float(r[f"prob_{label}"]) for label in labels] for r in raw])
     np.testing.assert_allclose(p_scaled, class_probabilities(z, temperature), atol=2e-6)
     np.testing.assert_allclose(p_raw, class_probabilities(z), atol=2e-6)
-    assert np.abs(p_scaled - p_raw).max() > 1e-3
+    assert np.abs(p_scaled - p_raw).max() > 1e-6  # T != 1: they differ
 
 
 def test_x_serve_answers_calibrated_probabilities_unless_raw(calibrated: Path) -> None:
@@ -180,7 +180,13 @@ def test_x_serve_answers_calibrated_probabilities_unless_raw(calibrated: Path) -
     assert served.temperature == pytest.approx(temperature) and raw.temperature is None
     assert served.describe()["temperature"] == pytest.approx(temperature)
     a, b = served.predict_inputs(["这个酒店很好，下次还来"])[0], raw.predict_inputs(["这个酒店很好，下次还来"])[0]
-    assert a["label"] == b["label"] and a["prob"] != pytest.approx(b["prob"], abs=1e-4)
+    assert a["label"] == b["label"]
+
+    def log_odds(answer: dict) -> float:
+        p = answer["probabilities"]
+        return float(np.log(p["pos"] / p["neg"]))
+
+    assert log_odds(a) == pytest.approx(log_odds(b) / temperature, rel=1e-4)  # the logits divided by T
 
 
 def test_a_record_of_other_weights_is_not_applied(calibrated: Path, tmp_path: Path) -> None:
