@@ -71,8 +71,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                "  curl -d '[\"很好\"]' http://127.0.0.1:8080/predict      # from another terminal\n"
                "  then open http://127.0.0.1:8080/ in a browser: a page to try the model",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("save_dir", help="the run directory of x-train, or an ONNX export directory of x-script "
-                        "export_onnx (checked against its run at start, served through onnxruntime when faster)")
+    parser.add_argument("save_dir", help="the run directory of x-train, an int8 model folder of x-script quantize "
+                        "(served on --backend torch or onnx), or an ONNX export directory of x-script export_onnx "
+                        "(checked against its run at start, served through onnxruntime when faster)")
     parser.add_argument("--checkpoint", default=None, help="a path or ${save_dir}/<best> / <last> (default: best)")
     parser.add_argument("--port", type=int, default=None, help="serve HTTP on this port (0: a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
