@@ -16,7 +16,6 @@ from xdpx.data.composition import processor_class
 from xdpx.data.errors import MAX_BAD_FRACTION, BadLine
 from xdpx.data.label_spellings import ALLOW_LABEL_VARIANTS
 from xdpx.data.meta import PROCESSING_OPTIONS
-from xdpx.data.pipeline import Prepro, PreproError, plan
 from xdpx.data.splits import same_folder
 from xdpx.data.tokenizing import tokenizer_dir_problem
 from xdpx.errors import UserError
@@ -115,6 +114,9 @@ class PreproCommand(Command):
         return list(PREPRO_OPTIONS)
 
     def run(self, args: Args, dry: bool = False) -> None:
+        # lazy: the pipeline and its workers only when x-prepro runs; x-train --help loads this command
+        from xdpx.data.pipeline import Prepro, PreproError, plan
+
         # one writer per data_dir: a second x-prepro (or the same one run twice) is refused, naming the first
         where = f"{args.source('data_dir')}: key 'data_dir': x-prepro refuses to write {redact(args.data_dir)!r}"
         try:

@@ -4,7 +4,6 @@ hash that goes into the fingerprint, and the ordered, bounded parallel map over 
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -145,6 +144,9 @@ class WorkerPool:
         if self.workers <= 1:
             self.initializer(*self.initargs, True)
         else:
+            # lazy: multiprocessing only for workers > 1; x-prepro --dry starts without it
+            import multiprocessing
+
             # spawn, not fork: a forked copy of a process whose tokenizer threads already ran can deadlock.
             context = multiprocessing.get_context("spawn")
             self.pool = context.Pool(self.workers, self.initializer, (*self.initargs, False))

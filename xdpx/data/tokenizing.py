@@ -15,7 +15,6 @@ from xdpx import io
 from xdpx.config.options import Option
 from xdpx.data import tokenizers
 from xdpx.data.dictionary import read_vocab
-from xdpx.data.fast_wordpiece import PieceCache
 from xdpx.errors import UserError
 from xdpx.models.checkpoints import CheckpointError
 from xdpx.models.hf_hub import local_pretrained
@@ -108,6 +107,9 @@ class BertTokenizer(Tokenizer):
                                                 lowercase=self.lower, strip_accents=args.get("strip_accents"))
         self.fast = None
         if args.get("fast_chinese", True):
+            # lazy: fast_wordpiece (and unicodedata) only for the BERT tokenizer; --help starts without it
+            from xdpx.data.fast_wordpiece import PieceCache
+
             self.fast = PieceCache(self._encode_plain)
 
     def _encode_plain(self, texts: list[str]) -> list[list[int]]:

@@ -35,7 +35,6 @@ from xdpx.losses.grad_cache import cached_embeddings
 from xdpx.losses.matryoshka import MATRYOSHKA_OPTIONS, over_widths, widths
 from xdpx.metrics.ir import corpus_metric_names
 from xdpx.metrics.predictions import _numpy
-from xdpx.metrics.retrieval import retrieval_metrics
 from xdpx.models.choice import head_name
 
 RECALL_AT = Option("recall_at", list[int], default=[1, 10], validate=at_least(1, min_items=1),
@@ -87,6 +86,9 @@ class BiEncoderLoss(Loss):
         return loss_sum, size, step_logs(loss_sum, size, size, outputs)
 
     def compute_metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+        # lazy: the retrieval metrics only when an evaluation ends; x-train --dry loads every loss without them
+        from xdpx.metrics.retrieval import retrieval_metrics
+
         num_texts = 3 if self.args.get("loader") == "triplet" else 2
         ks = list(self.args.recall_at)
         out = retrieval_metrics(logits, targets, num_texts, ks)

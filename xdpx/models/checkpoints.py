@@ -15,7 +15,6 @@ may be another run's checkpoint; x-train writes these files, every loading comma
 from __future__ import annotations
 
 import json
-import pickle
 import re
 import warnings
 from typing import Any
@@ -93,6 +92,8 @@ def save_torch(obj: Any, path: str) -> None:
 def _unreadable(path: str, error: Exception) -> Exception:
     """One clear line for a file torch.load refuses. torch's own text advises weights_only=False, which
     would run whatever code the file holds: that advice is never passed on."""
+    import pickle  # lazy: pickle only to word a refused file; x-prepro --dry starts without it
+
     text = str(error)
     # A file cut within its first bytes is read as a (legacy) pickle whose first byte is no opcode at all:
     # that is damage, not a refused object.
@@ -116,6 +117,8 @@ def _unreadable(path: str, error: Exception) -> Exception:
 def load_torch(path: str) -> Any:
     """torch.load with weights_only=True (no code runs on load), from any xdpx.io path. A corrupt,
     truncated or code-carrying file raises a UserError naming the path."""
+    import pickle  # lazy: pickle only to word a refused file; x-prepro --dry starts without it
+
     import torch  # lazy: torch is heavy; x-prepro (and its --dry) starts without it
 
     with io.open(path, "rb") as f:

@@ -20,6 +20,7 @@ now loads with another engine later. Embeddings stay float32 in memory (int8 on 
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import warnings
@@ -134,8 +135,6 @@ def engine_weights(model: Any) -> dict[str, tuple[Any, Any]]:
     symmetric): written as they are, so that the model loaded back runs the very int8 weights the engine
     made from the float ones (rounding them to int8 rows of our own first, then letting the engine round
     those again, cost the MiniLM teacher 0.75 point of dev accuracy)."""
-    import copy
-
     import torch  # lazy: as above
 
     quantized = dynamic_int8(copy.deepcopy(model).cpu())

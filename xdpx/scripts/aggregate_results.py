@@ -24,7 +24,6 @@ from typing import Any
 from xdpx import io
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
-from xdpx.viz.runs import find_runs, read_run
 
 # Options that differ between runs without being hyperparameters.
 NOT_HYPERPARAMETERS = {"save_dir", "overwrite", "auto_suffix", "resume", "train_steps", "log_file", "fingerprint",
@@ -77,6 +76,9 @@ def _cell(value: Any) -> str:
 
 def aggregate(roots: list[str], keywords: list[str], full: bool) -> list[list[str]]:
     """The table (header first)."""
+    # lazy: the run reader (xdpx.viz) waits for a run; x-script --help imports every tool
+    from xdpx.viz.runs import find_runs, read_run
+
     paths = [p for root in roots for p in find_runs(root) if all(k in p for k in keywords)]
     runs = [read_run(p, p) for p in paths]
     header = ["run", "metric", "best", "best_step", "last_step", "status"]
@@ -118,6 +120,9 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 
 def aggregate_folds(roots: list[str], keywords: list[str]) -> list[list[str]]:
     """One row per cross-validation loop (header first): folds, mean and std of the best scores."""
+    # lazy: the run reader (xdpx.viz) waits for a run; x-script --help imports every tool
+    from xdpx.viz.runs import find_runs, read_run
+
     paths = [p for root in roots for p in find_runs(root) if all(k in p for k in keywords)]
     runs = [read_run(p, p) for p in paths]
     ignored = NOT_HYPERPARAMETERS | FOLD_OPTIONS

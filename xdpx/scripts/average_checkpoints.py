@@ -21,7 +21,6 @@ from xdpx.errors import UserError
 from xdpx.io.ownership import is_run_dir, record
 from xdpx.models.checkpoints import list_checkpoints, load_weights, save_torch
 from xdpx.scripts.result_tables import check_writable, split_flags
-from xdpx.viz.runs import read_run
 
 USAGE = "usage: x-script average_checkpoints SAVE_DIR (--last N | --best K) [--out PATH]"
 TOOL = "average_checkpoints"
@@ -29,6 +28,9 @@ TOOL = "average_checkpoints"
 
 def choose(save_dir: str, last: int | None, best: int | None) -> list[tuple[int, str]]:
     """(step, path) of the checkpoints to average, oldest first."""
+    # lazy: the run reader (xdpx.viz) waits for a run; x-script --help imports every tool
+    from xdpx.viz.runs import read_run
+
     saved = list_checkpoints(save_dir)
     count = last if last is not None else best
     if last is not None:

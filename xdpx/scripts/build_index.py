@@ -25,12 +25,7 @@ from xdpx.errors import UserError
 from xdpx.io.ownership import Output, check_outputs, claim
 from xdpx.models.checkpoints import BEST, LAST
 from xdpx.models.choice import model_label
-from xdpx.runtime.corpus import embed
-from xdpx.scripts.index_kinds import KINDS, QUANTIZE, KindIndex, default_params, recall_at_k
 from xdpx.scripts.result_tables import number_flag, split_flags
-from xdpx.scripts.vector_index import BACKENDS, new_index, save_index
-from xdpx.serve.embedding import serves_embeddings
-from xdpx.serve.predictor import load_predictor
 
 USAGE = ("usage: x-script build_index SAVE_DIR TEXTS OUT_DIR [--checkpoint <best>] [--column 0] "
          "[--backend auto] [--index exact|hnsw|ivf] [--quantize none|int8|binary] [--batch-size 64]")
@@ -67,6 +62,10 @@ def read_texts(path: str, column: int | None) -> list[str]:
 
 def load_bi_encoder(save_dir: str, checkpoint: str, batch_size: int | None) -> tuple[object, object]:
     """The run's Predictor (its model, processor and batching) and the path of the checkpoint loaded."""
+    # lazy: the model modules wait for a run (x-script --help imports every tool)
+    from xdpx.serve.embedding import serves_embeddings
+    from xdpx.serve.predictor import load_predictor  # lazy: as above
+
     spec = io.join(save_dir, checkpoint) if checkpoint in (BEST, LAST) else checkpoint
     predictor = load_predictor(save_dir, spec, batch_size, cpu=True)
     if not serves_embeddings(predictor):
@@ -77,12 +76,19 @@ def load_bi_encoder(save_dir: str, checkpoint: str, batch_size: int | None) -> t
 
 def embed_texts(predictor: object, texts: list[str], tool: str = "build_index") -> object:
     """``[N, D]`` float32 embeddings, each text encoded on its own (x-serve /embed's processing)."""
+    # lazy: waits for a run (x-script --help imports every tool)
+    from xdpx.runtime.corpus import embed
+
     return embed(predictor.loaded, texts, progress=f"x-script {tool}")  # type: ignore[attr-defined]
 
 
 @script("build_index")
 def main(argv: list[str]) -> int:
     """Embed a file of texts with a bi-encoder run and write a FAISS (or numpy) nearest-neighbour index."""
+    # lazy: the index modules wait for a run (x-script --help imports every tool)
+    from xdpx.scripts.index_kinds import KINDS, QUANTIZE, KindIndex, default_params, recall_at_k
+    from xdpx.scripts.vector_index import BACKENDS, new_index, save_index  # lazy: as above
+
     positional, flags = split_flags(argv, {"checkpoint": "<best>", "column": None, "backend": "auto",
                                            "index": "exact", "quantize": "none", "batch_size": None}, USAGE)
     if len(positional) != 3:

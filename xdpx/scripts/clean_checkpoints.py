@@ -20,13 +20,15 @@ from xdpx.config.errors import ConfigError
 from xdpx.errors import UserError
 from xdpx.io.ownership import RUN_MARKER, is_run_dir
 from xdpx.models.checkpoints import list_checkpoints, read_index
-from xdpx.viz.runs import find_runs, read_run
 
 _FULL_STATE = re.compile(r"^state-(\d+)\.pt$")
 
 
 def plan(save_dir: str) -> tuple[set[int], list[str], int | None]:
     """(steps kept, paths to delete, the best checkpoint's step or None) of one run."""
+    # lazy: the run reader (xdpx.viz) waits for a run; x-script --help imports every tool
+    from xdpx.viz.runs import read_run
+
     run = read_run(save_dir)
     checkpoints = list_checkpoints(save_dir)
     steps = {step for step, _ in checkpoints}
@@ -64,6 +66,9 @@ def describe_kept(keep: set[int], best: int | None) -> str:
 
 def clean(root: str, dry: bool = False, out: Any = None) -> int:
     """Clean every run below ``root``; the bytes freed (or that would be with ``dry``)."""
+    # lazy: the run reader (xdpx.viz) waits for a run; x-script --help imports every tool
+    from xdpx.viz.runs import find_runs
+
     out = out or sys.stdout
     freed = 0
     for save_dir in find_runs(root):

@@ -20,7 +20,6 @@ from xdpx import io
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
 from xdpx.data.beir import read_beir
-from xdpx.runtime.corpus import evaluate_corpus
 from xdpx.scripts.build_index import load_bi_encoder
 from xdpx.scripts.result_tables import check_writable, number_flag, split_flags
 
@@ -41,6 +40,9 @@ def parse_ks(raw: str) -> list[int]:
 @script("eval_corpus")
 def main(argv: list[str]) -> int:
     """Score a bi-encoder run on a BEIR-format corpus: NDCG, MAP, MRR, recall and precision at k."""
+    # lazy: runtime.corpus and the IR metrics wait for a run; x-script --help imports every tool
+    from xdpx.runtime.corpus import evaluate_corpus
+
     positional, flags = split_flags(argv, {"split": "test", "k": "1,10,100", "checkpoint": "<best>",
                                            "batch_size": None, "out": None}, USAGE)
     if len(positional) != 2:

@@ -27,7 +27,6 @@ from xdpx.config.errors import ConfigError
 from xdpx.config.options import resolve
 from xdpx.config.writers import write_run_files
 from xdpx.errors import UserError
-from xdpx.export.parity import ParityError, check_parity, parity_batches, real_samples
 from xdpx.inference.loading import load_model, run_options
 from xdpx.inference.options import LOAD_OPTIONS
 from xdpx.io.ownership import RUN_MARKER, Output, check_outputs, claim, is_run_dir
@@ -59,6 +58,9 @@ def merged_copy(model: Any) -> Any:
 
 def check_merge(loaded: Any, merged: Any, data_dir: str | None) -> str:
     """Outputs of the merged model vs the adapters on real samples; the report line (ParityError -> UserError)."""
+    # lazy: the parity check waits for a run; x-script --help imports every tool
+    from xdpx.export.parity import ParityError, check_parity, parity_batches, real_samples
+
     batches = parity_batches(loaded.processor, real_samples(loaded.run_args, data_dir=data_dir))
     try:
         report = check_parity(lambda b: loaded.model(**b), lambda b: merged(**b), batches, "merged model",

@@ -28,11 +28,9 @@ from xdpx.config.options import resolve
 from xdpx.config.writers import ARGS_FILE, read_args, write_run_files
 from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
-from xdpx.export.loading import load_run
 from xdpx.inference.loading import training_root
 from xdpx.io.ownership import Output, check_outputs, claim
 from xdpx.models.checkpoints import save_torch, write_index
-from xdpx.runtime.run_files import format_value
 from xdpx.scripts.result_tables import number_flag, split_flags
 
 USAGE = ("usage: x-script prune_heads SAVE_DIR OUT --heads N [--split dev] [--checkpoint <best>] "
@@ -143,6 +141,9 @@ def main(argv: list[str]) -> int:
                              lambda _key: "x-script prune_heads")
     if problems:
         raise ConfigError(problems)
+    # lazy: the run loader and its files wait for a run (x-script --help imports every tool)
+    from xdpx.export.loading import load_run
+    from xdpx.runtime.run_files import format_value  # lazy: as above
     from xdpx.runtime.scoring import evaluate  # lazy: torch is heavy; x-script --help imports every tool
 
     loaded = load_run(save_dir, checkpoint)

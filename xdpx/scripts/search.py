@@ -21,7 +21,6 @@ from xdpx.errors import UserError
 from xdpx.inference.outputs import escape
 from xdpx.scripts.build_index import embed_texts, load_bi_encoder, read_texts
 from xdpx.scripts.result_tables import number_flag, split_flags
-from xdpx.scripts.vector_index import load_index
 
 USAGE = "usage: x-script search INDEX_DIR [QUERY ...] [--queries FILE] [--k 10]"
 
@@ -29,6 +28,9 @@ USAGE = "usage: x-script search INDEX_DIR [QUERY ...] [--queries FILE] [--k 10]"
 @script("search")
 def main(argv: list[str]) -> int:
     """The k nearest texts of each query in an x-script build_index folder (ids, scores, texts)."""
+    # lazy: the index modules wait for a run; x-script --help imports every tool
+    from xdpx.scripts.vector_index import load_index
+
     positional, flags = split_flags(argv, {"queries": None, "k": "10"}, USAGE)
     if not positional:
         raise ConfigError([USAGE])

@@ -27,7 +27,6 @@ from xdpx.config.errors import ConfigError
 from xdpx.config.loader import load_config
 from xdpx.submit.request import JobRequest
 from xdpx.submit.script import runs_on_every_node
-from xdpx.tune.study import storage_url
 
 
 @contextlib.contextmanager
@@ -117,6 +116,8 @@ def check_layout(steps: list[tuple[str, str]], request: JobRequest) -> list[int]
 
 
 def _check_tune(steps: list[tuple[str, str]], runs: list[int], request: JobRequest) -> None:
+    from xdpx.tune.study import storage_url  # lazy: only for x-tune steps; x-submit --help skips xdpx.tune
+
     if request.nodes > 1:
         raise ConfigError(f"x-submit: x-tune trains its trials on one node; --nodes {request.nodes} would leave the "
                           f"others idle: use --workers {request.nodes} (that many x-tune jobs of one node each, "

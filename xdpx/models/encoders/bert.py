@@ -16,7 +16,6 @@ from torch import nn
 
 from xdpx.models.bert_layers import BertModel, init_weights
 from xdpx.models.bert_options import ARCHITECTURE_OPTIONS, PRETRAINED_OPTIONS
-from xdpx.models.bert_pretrained import load_into
 from xdpx.models.encoders import encoders
 from xdpx.models.layer_groups import LAYER_OPTIONS
 from xdpx.models.lora import LORA_OPTIONS
@@ -71,6 +70,9 @@ class BertEncoder(Encoder):
         init_weights(model, self.args.initializer_range)  # the head's layers too, as BERT's own init
 
     def load_pretrained(self, model: nn.Module, path: str, log: Any = print) -> bool:
+        # lazy: bert_pretrained (safetensors, the TF reader: ~40 ms) only to load weights; x-train --dry loads none
+        from xdpx.models.bert_pretrained import load_into
+
         load_into(model, transformer_folder(path), from_tf=bool(self.args.get("from_tf")), log=log)
         return True
 
