@@ -114,7 +114,7 @@ def run_temperature(save_dir: str | None, loaded: Any, raw: bool = False,
             f"(run x-script calibrate {save_dir} --split {record['split']} for these weights)")
         return None
     say(f"calibration: temperature {record['temperature']:.4g} (fitted on {record['split']}); raw probabilities "
-        "with calibrated: false")
+        "with calibrated: false (x-serve: --raw-probs)")
     return float(record["temperature"])
 
 
