@@ -159,3 +159,21 @@ def test_a_transformers_student_copies_the_chosen_layers_bitwise(tmp_path):
     with pytest.raises(ConfigError, match="layer 7 is out of range: pretrained_model .* has 4 layers"):
         resolve({"model": "hf_classification", "pretrained_model": str(tmp_path / "tiny_bert"),
                  "pretrained_layers": [1, 7], "learning_rate": 1e-3, "num_classes": 2}, ROOT, "test")
+
+
+def test_a_distilled_student_quantizes_and_its_int8_folder_evaluates(teacher, tmp_path):
+    """x-script quantize scores a student with its own loss (tinybert) on an int8 model that has no
+    training flag; the int8 folder is evaluated by x-eval like any run."""
+    quantize = pytest.importorskip("xdpx.export.quantize")
+    save_dir = tmp_path / "student"
+    assert run_chain(["x-train", str(write_json(tmp_path / "s.hjson", student(teacher, save_dir, max_update=2)))]) == 0
+    report = quantize.quantize_run(str(save_dir), str(tmp_path / "int8"), checkpoint="<last>", split="dev",
+                                   tolerance=100, onnx=False, say=lambda _message: None)
+    assert report["major_metric"] == "accuracy" and "int8_torch" in report
+    out = tmp_path / "eval.tsv"
+    evaluate = write_json(tmp_path / "eval.hjson", {"save_dir": str(tmp_path / "int8"), "valid_subset": "dev",
+                                                     "save_to_file": str(out)})
+    assert run_chain(["x-eval", str(evaluate)]) == 0
+    header, row = out.read_text().splitlines()[:2]
+    evaluated = dict(zip(header.split("\t"), row.split("\t")))
+    assert float(evaluated["accuracy"]) == pytest.approx(report["int8_torch"]["accuracy"], abs=1e-6)

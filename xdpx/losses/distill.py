@@ -76,7 +76,7 @@ class SoftTargetLoss(Loss):
         target = target.to(next(iter(batch["net_input"].values())).device)
         logits = model(**batch["net_input"])
         # validation and x-eval score the labels alone (no teacher needed, the same for every student)
-        teacher = batch.get("teacher_logits") if model.training else None
+        teacher = batch.get("teacher_logits") if getattr(model, "training", False) else None
         if teacher is None and not bool((target != IGNORE_INDEX).any()):
             raise ValueError("a batch with neither labels nor teacher logits: nothing to learn from (static "
                              "distillation needs processor *_with_logits data, online distillation a teacher)")

@@ -60,7 +60,8 @@ class TinyBertLoss(DistillLoss):
 
     def __call__(self, model: nn.Module, batch: dict[str, Any],
                  keep_outputs: bool = False) -> tuple[torch.Tensor, int, dict[str, Any]]:
-        teacher = batch.get("teacher_internals") if model.training else None
+        # evaluation (x-eval, quantize's scoring) may pass an exported model, which has no training flag
+        teacher = batch.get("teacher_internals") if getattr(model, "training", False) else None
         if teacher is None:
             return super().__call__(model, batch, keep_outputs)
 
