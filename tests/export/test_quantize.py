@@ -101,6 +101,10 @@ def test_x_pred_takes_the_backend_and_a_plain_run_refuses_onnx(lstm_int8: Path, 
                                   "predict_file_map": {"test": str(tmp_path / "plain.tsv")}}))
     assert run_chain(["x-pred", str(config)]) == 2
     assert "key 'backend': onnx: " in capsys.readouterr().err and not (tmp_path / "plain.tsv").exists()
+    config.write_text(json.dumps({"save_dir": str(lstm_int8), "checkpoint": str(trained("cls_lstm") / "checkpoint-4.pt"),
+                                  "cuda": False, "predict_file_map": {"test": str(tmp_path / "fixed.tsv")}}))
+    assert run_chain(["x-pred", str(config)]) == 2  # an int8 folder's weights are its own
+    assert "key 'checkpoint': " in capsys.readouterr().err and not (tmp_path / "fixed.tsv").exists()
 
 
 def test_x_train_never_trains_an_int8_model(lstm_int8: Path, trained, capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,7 +21,6 @@ from xdpx import io
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args
 from xdpx.data.composition import build_processor
-from xdpx.errors import UserError
 from xdpx.inference.loading import LoadedModel, processor_dir
 from xdpx.models import int8
 from xdpx.runtime.onnx_session import OnnxModel
@@ -35,8 +34,8 @@ def int8_backend(args: Args, record: dict[str, Any]) -> str:
     """The backend an int8 folder runs on: ``args.backend``, else the recorded faster one."""
     backend = args.get("backend") or record.get("backend") or "torch"
     if backend == "onnx" and not record.get("onnx"):
-        raise UserError(f"{args.save_dir}: backend onnx: this int8 model has no {int8.ONNX_MODEL} (x-script quantize "
-                        "wrote it with --onnx false, or the model has no ONNX form): use backend torch")
+        raise ConfigError(f"{args.source('backend')}: key 'backend': onnx: the int8 model {args.save_dir} has no "
+                          f"{int8.ONNX_MODEL} (x-script quantize wrote it with --onnx false): use backend torch")
     return backend
 
 
@@ -50,8 +49,9 @@ def load_backend(args: Args, run_args: Args, say: Any = print) -> LoadedModel | 
                             "EXPORT_DIR --backend onnx), or quantize the run (x-script quantize) and use its folder")
         return None
     if args.checkpoint is not None or args.get("from_tf"):
-        raise UserError(f"{args.save_dir} is an int8 model (x-script quantize): its weights are fixed, checkpoint and "
-                        "from_tf do not apply")
+        key = "checkpoint" if args.checkpoint is not None else "from_tf"
+        raise ConfigError(f"{args.source(key)}: key '{key}': {args.save_dir} is an int8 model (x-script quantize): its "
+                          "weights are fixed, checkpoint and from_tf do not apply")
     backend = int8_backend(args, record)
     seed_everything(args.seed)
     task = run_args.option("task").registry.get(run_args.get("task"))(run_args)
