@@ -1,7 +1,7 @@
 """Start-up time of a console script: ``x-train --help`` (or any command line) in fresh interpreters.
 
     python bench/bench_startup.py --runs 20                                  # this checkout
-    python bench/bench_startup.py --runs 20 --trees /tmp/before .            # two checkouts, alternating
+    python bench/bench_startup.py --runs 20 --trees ../before .              # two checkouts, alternating
 
 Each run is a new Python process that imports the package from the given tree (its folder first on
 sys.path) and calls the console script's entry function, as the installed ``x-train`` does. The trees
