@@ -42,10 +42,17 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
-    from xdpx.inference.explain import explain_texts
-    from xdpx.serve.predictor import load_predictor
+    import torch
 
-    loaded = load_predictor(args.save_dir, cpu=True, threads=args.threads).loaded
+    from xdpx.command import COMMON_OPTIONS
+    from xdpx.config.options import resolve
+    from xdpx.inference.explain import explain_texts
+    from xdpx.inference.loading import load_model
+    from xdpx.inference.options import LOAD_OPTIONS
+
+    torch.set_num_threads(args.threads)
+    options = resolve({"save_dir": args.save_dir, "cuda": False}, COMMON_OPTIONS + LOAD_OPTIONS, "bench", origin="bench")
+    loaded = load_model(options)
     # sentences over the run's max_len are refused by explain (their cut tokens would get no share)
     processor = loaded.processor
     texts = [t for t in sentences(args.sentences + 200) if not processor.numerize_batch([[t]])[0][1]]
