@@ -20,7 +20,8 @@ def test_docs_page_lists_every_route_of_the_openapi_document(cnn_run: Path) -> N
     assert status == 200 and headers["content-type"].startswith("text/html"), (status, headers)
     assert page.startswith("<!DOCTYPE html>") and '<a href="/openapi.json">/openapi.json</a>' in page
     routes = [(method.upper(), path) for path, methods in schema["paths"].items() for method in methods]
-    assert ("POST", "/predict") in routes and ("GET", "/info") in routes and len(routes) == 6
+    assert ("POST", "/predict") in routes and ("GET", "/info") in routes and ("POST", "/explain") in routes
+    assert len(routes) == 7
     for method, path in routes:
         assert f"<code>{method} {path}</code>" in page, (method, path)
     assert "413" in page and "Prediction" in page and "&quot;maxItems&quot;: 256" in page  # limits and schemas

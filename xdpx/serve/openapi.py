@@ -51,6 +51,26 @@ def openapi_document(limits: Any, labels: list[str], embeds: bool = False) -> di
             "/": {"get": {"summary": "A page to try the model in a browser (GET /info's run beside the answers)",
                           "responses": {"200": {"description": "the page",
                                                 "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+            "/explain": {"post": {
+                "summary": "Predict a list of inputs with each one's token attributions (Integrated Gradients)",
+                "parameters": [
+                    {"name": "baseline", "in": "query", "schema": {"enum": ["pad", "mask", "zeros"], "default": "pad"}},
+                    {"name": "n_steps", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 512,
+                                                                  "default": 50}}],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                    "type": "array", "minItems": 1, "maxItems": limits.max_inputs,
+                    "items": {"description": "as for /predict: a line in the training format, or a sample's texts"}}}}},
+                "responses": {
+                    "200": {"description": "/predict's answer of each input with its attributions added",
+                            "content": {"application/json": {"schema": {
+                                "type": "array", "items": {"$ref": "#/components/schemas/Explanation"}}}}},
+                    "400": _error("the body is not a JSON list of inputs, or breaks a limit (the message says which)"),
+                    "404": _error("this run has no label to explain (a language model, a bi-encoder) or is an ONNX "
+                                  "export"),
+                    "422": _error("an input that cannot be explained: empty, over the run's max_len, the wrong number "
+                                  "of texts; or a bad baseline / n_steps"),
+                    "503": _error("the queue is full (or too many connections); see the Retry-After header"),
+                }}},
             "/metrics": {"get": {"summary": "Prometheus metrics (text format)",
                                  "responses": {"200": {"description": "metrics",
                                                        "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
@@ -71,6 +91,14 @@ def openapi_document(limits: Any, labels: list[str], embeds: bool = False) -> di
                                                                            "items": {"type": "number"}}},
                                 "cosine": {"type": "number"}}},
             ]},
+            "Explanation": {"type": "object", "description": "/predict's answer plus (NER: in each entity)",
+                            "properties": {
+                "target": {"type": ["string", "null"], "description": "the label whose logit is explained"},
+                "output": {"type": "number"}, "baseline_output": {"type": "number"},
+                "delta": {"type": "number", "description": "sum of the scores - (output - baseline_output)"},
+                "tokens": {"type": "array", "description": "[word, score] of the first text",
+                           "items": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "number"}]}},
+                "tokens_b": {"type": "array", "description": "pair models: the second text"}}},
             "Embedding": {"type": "object", "required": ["embedding"], "properties": {
                 "embedding": {"type": "array", "items": {"type": "number"},
                               "description": "L2-normalised when the run's normalize is on (the default)"}}},
