@@ -95,7 +95,7 @@ def test_health_ready_openapi_and_metrics(server: Server, cnn_run: Path) -> None
 
     status, schema, _ = request(server.address, "GET", "/openapi.json")
     assert status == 200 and schema["openapi"].startswith("3.")
-    assert set(schema["paths"]) == {"/predict", "/health", "/ready", "/metrics", "/info", "/"}
+    assert set(schema["paths"]) == {"/predict", "/explain", "/health", "/ready", "/metrics", "/info", "/"}
     body = schema["paths"]["/predict"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body["type"] == "array" and body["maxItems"] == 256
     assert schema["components"]["schemas"]["Prediction"]["oneOf"][0]["properties"]["label"]["enum"] == ["neg", "pos"]
