@@ -32,6 +32,7 @@ from xdpx.serve.model_thread import model_thread, run_in
 from xdpx.serve.openapi import docs_page, openapi_document
 from xdpx.serve.page import page_response, run_info
 from xdpx.serve.predictor import BadInput, load_for_serving
+from xdpx.serve.search import search_route
 
 
 class JSON(JSONResponse):
@@ -61,11 +62,13 @@ class State:
 
 
 def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | None = None,
-               max_wait: float = 0.002, max_queue: int = 2048, executor: Any = None) -> Any:
+               max_wait: float = 0.002, max_queue: int = 2048, executor: Any = None, searcher: Any = None) -> Any:
     """The ASGI app serving ``predictor`` (xdpx.serve.predictor.Predictor), wrapped in the metrics;
-    ``executor``: the single thread that loaded the predictor (xdpx/serve/model_thread.py), to predict in."""
+    ``executor``: the single thread that loaded the predictor (xdpx/serve/model_thread.py), to predict in;
+    ``searcher``: the Retriever of POST /search (x-serve --corpus, xdpx/serve/search.py), or None."""
     limits = limits or Limits()
     state = State(predictor, limits, batch_size or predictor.loaded.batch_size, max_wait, max_queue, executor)
+    state.searcher = searcher
     schema = openapi_document(limits, predictor.labels, embeds=state.embedder is not None)
 
     async def predict(request: Request, batcher: Any = None) -> Response:
@@ -153,6 +156,7 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
             await state.embedder.stop()
 
     app = Starlette(routes=[Route("/predict", predict, methods=["POST"]), Route("/embed", embed, methods=["POST"]),
+                            Route("/search", search_route(state, limits, JSON, error), methods=["POST"]),
                             Route("/explain", explain_route(state, limits, JSON, error), methods=["POST"]),
                             Route("/health", health),
                             Route("/ready", ready), Route("/metrics", metrics), Route("/openapi.json", openapi),

@@ -102,6 +102,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads per process (default: torch's choice, one per core; with --workers N "
                              "give each cores/N; on a busy machine 1 is often fastest)")
+    parser.add_argument("--corpus", default=None,
+                        help="POST /search (a bi-encoder run, with --port): a file of texts, one a line (the first "
+                             "tab-separated column; id = line number - 1, as x-script build_index), embedded at start")
+    parser.add_argument("--reranker", default=None,
+                        help="with --corpus: a cross-encoder run that reorders a query's first hits when a /search "
+                             "request asks {\"rerank\": N}")
     limits = parser.add_argument_group("limits (each broken limit is a 4xx answer naming it)")
     limits.add_argument("--max_queue", type=int, default=2048,
                         help="samples waiting or being predicted; beyond, 503 with Retry-After (default %(default)s)")
@@ -135,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"x-serve: error: --max_inputs {options.max_inputs} is over --max_queue {options.max_queue}: "
               "such a request could never be queued", file=sys.stderr)
         return 2
+    problem = search_flags_problem(options)
+    if problem:
+        print(f"x-serve: error: {problem}", file=sys.stderr)
+        return 2
     if options.port is not None and options.workers > 1:
         return _serve_workers(options)
 
@@ -151,19 +161,41 @@ def main(argv: list[str] | None = None) -> int:
             executor.shutdown()
         print(f"x-serve: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1
+    searcher = None
+    if options.corpus is not None:  # POST /search: the corpus embedded (and the reranker loaded) now
+        # lazy: the search module loads numpy and the reranker's code; only with --corpus
+        from xdpx.serve.search import load_searcher
+
+        try:
+            searcher = run_in(executor, load_searcher, predictor, options.corpus, options.reranker, options.batch_size)
+        except (ConfigError, UserError) as e:
+            executor.shutdown()
+            print(f"x-serve: error: {e}", file=sys.stderr)
+            return 2 if isinstance(e, ConfigError) else 1
     if executor is None:
         interactive(predictor)
         return 0
     from xdpx.serve.app import create_app  # lazy: loads starlette, prometheus_client
 
     app = create_app(predictor, _limits(options), options.batch_size, options.max_wait_ms / 1000, options.max_queue,
-                     executor)
+                     executor, searcher=searcher)
     code = serve(app, options.host, options.port, options.max_connections, options.drain_timeout,
                  announce=options.save_dir, header_timeout=options.header_timeout)
     answered = app.state.answered
     print(f"x-serve: stopped; answered {answered} prediction request{'' if answered == 1 else 's'}", file=sys.stderr,
           flush=True)
     return code
+
+
+def search_flags_problem(options: argparse.Namespace) -> str | None:
+    """Why --corpus / --reranker cannot be served as given (None when they can)."""
+    if options.reranker is not None and options.corpus is None:
+        return "--reranker reorders the hits of POST /search: give --corpus TEXTS too"
+    if options.corpus is not None and options.port is None:
+        return "--corpus serves POST /search over HTTP: give --port"
+    if options.corpus is not None and options.workers > 1:
+        return "--corpus is served by one worker process (each would embed the corpus): use --workers 1"
+    return None
 
 
 def _limits(options: argparse.Namespace) -> Any:
