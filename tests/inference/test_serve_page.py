@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inference_helpers import REPO, train_run, write_json
+from inference_helpers import REPO, SAMPLE, train_run, write_json
 from serve_helpers import TEXTS, Server, request, running_server
 
 from xdpx.cli import run_chain
@@ -283,18 +283,29 @@ def bi_encoder_run(prepared: Callable[[str], Path], tmp_path_factory: pytest.Tem
                      loss="cosine_similarity", major_metric="pearson", max_epoch=1)
 
 
-def test_a_bi_encoder_compares_two_texts_and_embeds_one(browser: Any, bi_encoder_run: Path) -> None:
+def test_a_bi_encoder_compares_two_texts_and_embeds_one_with_its_neighbours(browser: Any, bi_encoder_run: Path,
+                                                                            tmp_path: Path) -> None:
     first, second = "A man is playing a guitar .", "A man plays the guitar ."
-    with running_server(bi_encoder_run) as bi_server:
+    corpus = tmp_path / "corpus.txt"  # the dev split's first sentences: what POST /search retrieves from
+    lines = (SAMPLE / "stsb/dev.tsv").read_text(encoding="utf-8").splitlines()
+    corpus.write_text("".join(line.split("\t")[5] + "\n" for line in lines[:30]), encoding="utf-8")
+    with running_server(bi_encoder_run, "--corpus", str(corpus)) as bi_server:
         status, (expected,) = predict(bi_server, first, second)
         embedded = request(bi_server.address, "POST", "/embed", json.dumps([first]).encode("utf-8"))[1][0]
+        found = request(bi_server.address, "POST", "/search", json.dumps({"query": first, "k": 5}).encode("utf-8"))
         page = Page(browser, bi_server)
         assert "leave it empty" in page.tab.text_content("#second label")
         assert status == 200 and page.submit(first, second) == "answered"
         assert abs(float(page.tab.text_content("#answer strong")) - expected["cosine"]) < 1e-4
-        assert page.submit(first, "") == "answered"  # one text: POST /embed
+        assert page.tab.is_hidden("#neighbours")  # two texts: no search
+        assert page.submit(first, "") == "answered"  # one text: POST /embed, then POST /search
         assert page.tab.text_content("#answer") == f"an embedding of {len(embedded['embedding'])} numbers"
-        assert page.tab.is_hidden("#neighbours") and not page.problems, page.problems
+        shown = [(li.evaluate("li => li.firstChild.textContent"), float(li.text_content().rsplit(" ", 1)[1]))
+                 for li in page.tab.query_selector_all("#neighbour-list li")]
+        hits = found[1]["hits"]
+        assert found[0] == 200 and len(hits) == 5 and [text for text, _ in shown] == [h["text"] for h in hits]
+        assert all(abs(score - h["score"]) < 1e-3 for (_, score), h in zip(shown, hits)), (shown, hits)
+        assert not page.problems, page.problems
         page.close()
 
 
