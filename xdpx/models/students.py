@@ -25,6 +25,7 @@ from torch import nn
 
 from xdpx import io
 from xdpx.config.options import Option, Rule
+from xdpx.config.ranges import at_least
 from xdpx.config.writers import read_args
 from xdpx.errors import UserError
 from xdpx.models.bert_options import pretrained_config
@@ -105,7 +106,7 @@ def _student_depth(a: Any) -> int | None:
 
 
 STUDENT_OPTIONS = [
-    Option("pretrained_layers", list[int], default=None,
+    Option("pretrained_layers", list[int], default=None, validate=at_least(1, min_items=1),
            doc="build a shallower model from pretrained_model: the layers (1-based, bottom first) of "
                "pretrained_model that become this model's layers, e.g. [2, 4, 6] (every other one of 6) or "
                "[1, 2, 3] (the first three); the embeddings and the rest are copied by name. The model gets "
