@@ -20,16 +20,7 @@ import json
 from xdpx import io
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
-from xdpx.inference.calibration import (
-    calibrates,
-    check_temperature,
-    class_probabilities,
-    file_sha256,
-    fit_temperature,
-)
 from xdpx.io.ownership import record as record_output
-from xdpx.metrics.calibration import CALIBRATION_FILE, DEFAULT_BINS, calibration_scores
-from xdpx.scripts.labelled_split import load_run, predict_split
 from xdpx.scripts.result_tables import check_writable, number_flag, split_flags
 
 USAGE = "usage: x-script calibrate SAVE_DIR [--split dev] [--bins 15] [--checkpoint PATH] [--batch-size N]"
@@ -45,6 +36,16 @@ def bins_flag(flags: dict[str, str | None]) -> int:
 @script("calibrate")
 def main(argv: list[str]) -> int:
     """Fit a temperature on a labelled split (NLL) and keep it in the run: calibrated probabilities."""
+    # lazy: x-script --help (and every command's --help) imports each tool; these load the inference stack
+    from xdpx.inference.calibration import (
+        calibrates,
+        check_temperature,
+        class_probabilities,
+        file_sha256,
+        fit_temperature,
+    )
+    from xdpx.metrics.calibration import CALIBRATION_FILE, DEFAULT_BINS, calibration_scores  # lazy: as above
+    from xdpx.scripts.labelled_split import load_run, predict_split  # lazy: as above
 
     positional, flags = split_flags(argv, {"split": "dev", "bins": str(DEFAULT_BINS), "checkpoint": None,
                                            "batch_size": None}, USAGE)

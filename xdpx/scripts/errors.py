@@ -30,17 +30,7 @@ import numpy as np
 from xdpx import io
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
-from xdpx.inference.calibration import calibrates, class_probabilities, run_temperature
 from xdpx.io.ownership import Output, check_outputs, claim
-from xdpx.metrics.calibration import expected_calibration_error
-from xdpx.scripts import error_report as report
-from xdpx.scripts.error_analysis import (
-    confused_pairs,
-    confusion_counts,
-    most_confident_mistakes,
-    per_label_scores,
-)
-from xdpx.scripts.labelled_split import load_run, predict_split
 from xdpx.scripts.result_tables import number_flag, split_flags
 
 USAGE = ("usage: x-script errors SAVE_DIR OUT [--split dev] [--top 20] [--attributions auto] [--checkpoint PATH] "
@@ -78,6 +68,17 @@ TOOL = "errors"
 @script("errors")
 def main(argv: list[str]) -> int:
     """The most confident mistakes, the most confused label pairs and per-label scores of a split: TSV + HTML."""
+    # lazy: x-script --help (and every command's --help) imports each tool; these load the inference stack
+    from xdpx.inference.calibration import calibrates, class_probabilities, run_temperature
+    from xdpx.metrics.calibration import expected_calibration_error  # lazy: as above
+    from xdpx.scripts import error_report as report  # lazy: as above
+    from xdpx.scripts.error_analysis import (  # lazy: as above
+        confused_pairs,
+        confusion_counts,
+        most_confident_mistakes,
+        per_label_scores,
+    )
+    from xdpx.scripts.labelled_split import load_run, predict_split  # lazy: as above
 
     positional, flags = split_flags(argv, {"split": "dev", "top": "20", "attributions": "auto", "checkpoint": None,
                                            "batch_size": None}, USAGE)
