@@ -127,6 +127,8 @@ def explain_route(state: Any, limits: Any, json_response: Callable[..., Response
             return error(503, str(e), {"Retry-After": str(e.retry_after)})
         except ClientDisconnect:
             return error(CLIENT_CLOSED, "the client closed the connection before its request body arrived")
+        except Unsupported as e:  # found only on the first batch (a model that joins its texts before the lookup)
+            return error(404, f"POST /explain: {e}; use POST /predict")
         except Exception as e:  # the model failed: say so, keep serving
             return error(500, f"explanation failed: {type(e).__name__}: {e}")
         return json_response(results)
