@@ -21,6 +21,7 @@ RUNS = sorted(p.name for p in (RELEASE / "runs").iterdir())
 # x-eval draws epoch 0's: their logged loss is not reproducible by any x-eval (fixed since: evaluation
 # draws epoch 0's masks too); the other metrics of these runs are compared as for every run.
 EPOCH_MASKED = {"bert_lm", "bert_pretrain"}
+CORRELATIONS = {"pearson", "spearman"}
 # one raw input per run, in the run's own input format (x-serve's predictor; x-pred reads the same lines)
 INPUTS = {"bi_encoder": ["a man is playing a flute\tA man plays the flute"],
           "bert_bi_encoder": ["a man is playing a flute\tA man plays the flute"],
@@ -73,7 +74,12 @@ def test_x_eval_of_a_run_of_the_earlier_release_equals_its_log(name, release, tm
         return
     assert compared
     for key in compared:
-        assert evaluated[key] == pytest.approx(logged[key], rel=1e-5, abs=1e-6), key
+        # the committed runs were logged on another CPU, whose kernels round the last bits of a float
+        # differently; a correlation of these untrained models' near-constant scores magnifies that (Pearson
+        # of bert_pair: -0.0528316 logged where they were made, and equal there, -0.0528956 on an Intel Xeon, the loss equal to
+        # 1e-5), so correlations get 1e-3; on one machine x-eval equals the log exactly (tests/train)
+        tolerance = 1e-3 if key in CORRELATIONS else 1e-6
+        assert evaluated[key] == pytest.approx(logged[key], rel=1e-5, abs=tolerance), key
 
 
 @pytest.mark.parametrize("name", [n for n in RUNS if n not in EPOCH_MASKED])
