@@ -126,7 +126,9 @@ def test_from_tf_evaluates_and_predicts_as_the_run(trained, savedmodel, tf, tmp_
         capsys.readouterr()
         assert run_chain(["x-eval", str(config)]) == 0
         lines[name] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("x-eval ")]
-    assert len(lines["run"]) == 2 and lines["from_tf"] == lines["run"]
+    # per split its reliability bins and its metrics: the same four lines from the SavedModel's weights
+    assert len(lines["run"]) == 4 and sum(" reliability " in line for line in lines["run"]) == 2
+    assert lines["from_tf"] == lines["run"]
     source = SAMPLES / "reviews/dev.txt"
     pytorch = x_pred(tmp_path, save_dir, source, "pred_run")
     assert x_pred(tmp_path, save_dir, source, "pred_tf", from_tf=True, checkpoint=str(out_dir)) == pytorch
