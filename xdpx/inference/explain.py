@@ -27,11 +27,11 @@ from typing import Any
 
 from xdpx.data.tags import entity_spans
 from xdpx.errors import UserError
+from xdpx.inference.explain_options import BASELINES
 from xdpx.inference.explain_words import merged, piece_words, text_words
 from xdpx.models.choice import head_name, model_label
 from xdpx.utils.optional import require
 
-BASELINES = ("pad", "zeros", "mask")
 # heads with no label per text: why
 NO_LABEL = {"mlm": "is a masked language model", "pretrain": "is a pretraining model",
             "bi_encoder": "gives embeddings"}

@@ -16,33 +16,14 @@ import json
 from typing import Any
 
 from xdpx.config.errors import ConfigError
-from xdpx.config.options import Option, Rule
-from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
 from xdpx.inference.explain import (
-    BASELINES,
     Explanation,
     Unsupported,
     check_explainable,
     explain_samples,
     word_scores,
 )
-
-EXPLAIN_OPTIONS: list[Any] = [
-    Option("explain", bool, default=False, children={True: [
-        Option("explain_baseline", str, default="pad", choices=BASELINES,
-               doc="what a token is compared with: pad (the padding token's vector), mask (the mask token's: "
-                   "BERT vocabularies), zeros (a zero vector)"),
-        Option("explain_steps", int, default=50, validate=at_least(1),
-               doc="steps of the Integrated Gradients path (Gauss-Legendre): more steps, a smaller attribution_delta, "
-                   "proportionally more time"),
-    ]}, doc="add token attributions (Integrated Gradients over the word embeddings): for each sample the "
-            "(word, score) pairs of its texts in their own words and the completeness delta (docs/inference.md, "
-            "'Token attributions'); about explain_steps forward and backward passes per sample. Needs captum "
-            "(pip install 'xdpx[explain]')"),
-    Rule(lambda a: not a.explain or not a.binary, "explain: true writes JSON columns to a TSV: set binary: false",
-         keys=("explain", "binary")),
-]
 
 
 def attach_texts(encoded: Any, loader: Any) -> None:

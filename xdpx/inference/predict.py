@@ -24,7 +24,7 @@ from xdpx.data.composition import build_loader
 from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
 from xdpx.inference.evaluate import locate
-from xdpx.inference.explain_columns import EXPLAIN_OPTIONS, ExplainedFormat, attach_texts, check_explain
+from xdpx.inference.explain_options import EXPLAIN_OPTIONS
 from xdpx.inference.loading import check_checkpoint, load_model, run_options
 from xdpx.inference.options import CALIBRATED, LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
 from xdpx.inference.rerank_options import SEARCH_OPTIONS
@@ -142,6 +142,9 @@ class PredictCommand(Command):
     def run(self, args: Args, dry: bool = False) -> None:
         run_args = run_options(args)
         check_checkpoint(args)
+        # lazy: the attribution code (captum, the models) only for explain: true; --help reads only its options
+        from xdpx.inference.explain_columns import check_explain
+
         check_explain(args, run_args)
         if args.get("search_corpus") or args.get("rerank"):  # retrieve, then rerank (xdpx/inference/search_pred.py)
             # lazy: numpy and the models; the module is x-pred's only with search_corpus
@@ -183,6 +186,9 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
     temperature = run_temperature(args.save_dir, loaded, raw=not args.calibrated or args.distill,
                                   say=print if context.is_main else lambda _m: None) if calibrates(loaded) else None
     if args.explain:  # the attribution columns after the prediction columns
+        # lazy: the attribution code (captum, the models) only for explain: true
+        from xdpx.inference.explain_columns import ExplainedFormat, attach_texts
+
         fmt = ExplainedFormat(fmt, loaded, args, args.source("predict_file_map"))
     loader = build_loader(run_args)
     for name, source, output in inputs:
