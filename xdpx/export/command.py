@@ -17,7 +17,6 @@ from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
 from xdpx.errors import UserError
 from xdpx.export.companions import EXPORT_INFO
-from xdpx.export.loading import load_run
 from xdpx.inference import TRUST_USER_DIR
 from xdpx.io.ownership import Output
 
@@ -71,6 +70,8 @@ class ExportCommand(Command):
     def run(self, args: Args, dry: bool = False) -> None:
         if dry:
             return
+        # lazy: the run-loading side (models, checkpoints); every command's --help imports this module
+        from xdpx.export.loading import load_run
         from xdpx.export.parity import ParityError, real_samples  # lazy: loads numpy
 
         run = load_run(args.save_dir, args.checkpoint, trust_user_dir=args.trust_user_dir,

@@ -19,7 +19,6 @@ from xdpx.config.options import Args, Option
 from xdpx.config.ranges import at_least
 from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
-from xdpx.inference.loading import check_checkpoint, load_model, run_options
 from xdpx.inference.options import CALIBRATED, ECE_BINS, LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
 from xdpx.inference.rerank_options import FIRST_STAGE_OPTIONS, reranking
 from xdpx.io.credentials import redact
@@ -150,6 +149,9 @@ class EvalCommand(Command):
         return super().inputs(args) + read_paths(args, "valid_subset", subset_names(args.valid_subset))
 
     def run(self, args: Args, dry: bool = False) -> None:
+        # lazy: the run-loading side (models, checkpoints); every command's --help imports this module
+        from xdpx.inference.loading import check_checkpoint, run_options
+
         run_args = run_options(args)
         check_checkpoint(args)
         where = args.source("valid_subset")
@@ -170,6 +172,9 @@ def evaluate_subsets(args: Args, run_args: Args, subsets: list[tuple[str, Any]])
     from xdpx.runtime.scoring import evaluate  # lazy: loads torch, numpy
 
     context = distributed.current()  # under torchrun each process scores its share of the batches
+    # lazy: as in run(): the models load only when a command runs
+    from xdpx.inference.loading import load_model
+
     loaded = load_model(args, run_args)
     # every classifier gets ECE and Brier; with the run's calibration.json also the calibrated figures
     # lazy: numpy, only once a model is loaded (x-eval's module is imported with every command)

@@ -25,7 +25,6 @@ from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
 from xdpx.inference.evaluate import locate
 from xdpx.inference.explain_options import EXPLAIN_OPTIONS
-from xdpx.inference.loading import check_checkpoint, load_model, run_options
 from xdpx.inference.options import CALIBRATED, LOAD_OPTIONS, RAW_DATA_OPTIONS, read_paths
 from xdpx.inference.rerank_options import SEARCH_OPTIONS
 from xdpx.io.credentials import redact
@@ -140,6 +139,9 @@ class PredictCommand(Command):
         return super().inputs(args) + read_paths(args, "predict_file_map", list(args.predict_file_map))
 
     def run(self, args: Args, dry: bool = False) -> None:
+        # lazy: the run-loading side (models, checkpoints); every command's --help imports this module
+        from xdpx.inference.loading import check_checkpoint, run_options
+
         run_args = run_options(args)
         check_checkpoint(args)
         # lazy: the attribution code (captum, the models) only for explain: true; --help reads only its options
@@ -172,6 +174,9 @@ def predict_inputs(args: Args, run_args: Args, inputs: list[tuple[str, Any, str]
     from xdpx.runtime.scoring import predict_logits  # lazy: loads torch, numpy
 
     context = distributed.current()  # under torchrun each process predicts its share; rank 0 writes
+    # lazy: as in run(): the models load only when a command runs
+    from xdpx.inference.loading import load_model
+
     loaded = load_model(args, run_args)
     processor = loaded.processor
     labels = processor.target_map.labels if processor.target_map is not None else None

@@ -27,7 +27,6 @@ from xdpx.config.errors import ConfigError
 from xdpx.config.options import resolve
 from xdpx.config.writers import write_run_files
 from xdpx.errors import UserError
-from xdpx.inference.loading import load_model, run_options
 from xdpx.inference.options import LOAD_OPTIONS
 from xdpx.io.ownership import RUN_MARKER, Output, check_outputs, claim, is_run_dir
 from xdpx.models.checkpoints import BEST, LAST, checkpoint_name, save_torch, write_index
@@ -105,6 +104,9 @@ def main(argv: list[str]) -> int:
 
     The checkpoint is --checkpoint (default <best>); the merged model is checked against the adapters on real
     samples (<= 1e-5), and x-eval, x-pred, x-serve and the exports load OUT_DIR like any run."""
+    # lazy: the run-loading side (models, checkpoints); every command's --help imports each tool's module
+    from xdpx.inference.loading import load_model, run_options
+
     save_dir, out, checkpoint, data_dir = parse(argv)
     if not io.isdir(save_dir) or not is_run_dir(save_dir):
         raise UserError(f"{TOOL}: {save_dir} is not a run directory of x-train")

@@ -28,7 +28,6 @@ from xdpx.config.options import resolve
 from xdpx.config.writers import ARGS_FILE, read_args, write_run_files
 from xdpx.data.dataset import open_split
 from xdpx.errors import UserError
-from xdpx.inference.loading import training_root
 from xdpx.io.ownership import Output, check_outputs, claim
 from xdpx.models.checkpoints import save_torch, write_index
 from xdpx.scripts.result_tables import number_flag, split_flags
@@ -118,6 +117,9 @@ def _parse(argv: list[str]) -> tuple[str, str, int, str, str, int | None]:
 
 def write_run(loaded: Any, out: str, new_pruned: dict[str, list[int]], model: Any, header: str) -> str:
     """OUT as a run directory of the pruned model; returns the checkpoint's path."""
+    # lazy: the run-loading side; every command's --help imports each tool's module
+    from xdpx.inference.loading import training_root
+
     values = read_args(io.join(loaded.save_dir, ARGS_FILE))
     values.update(save_dir=out, pruned_heads=new_pruned)
     args = resolve(values, training_root(), "train", check_paths=False, origin=io.join(loaded.save_dir, ARGS_FILE))
