@@ -1,8 +1,7 @@
 """Debugging aids of x-train: the NaN/Inf detector (nan_detector.py) and the gradient inspector
 (gradients.py). Both import torch / matplotlib only when used."""
 
-from importlib import import_module
-from typing import Any
+from xdpx.utils.front_door import front_door
 
 # What other workflows may import from x-train's debugging aids (``from xdpx.debug import NanDetector``): name -> its module here.
 # A name is loaded on first use, so importing one module of this package loads no other one
@@ -13,8 +12,4 @@ PUBLIC = {
     "plot_gradients": "gradients",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in PUBLIC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{PUBLIC[name]}"), name)
+__getattr__ = front_door(__name__, PUBLIC)

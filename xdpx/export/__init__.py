@@ -5,8 +5,7 @@ vocabulary and labels (companions.py), then checks the exported model against th
 on real samples of the run's data (parity.py). Nothing here is imported by ``import xdpx``.
 """
 
-from importlib import import_module
-from typing import Any
+from xdpx.utils.front_door import front_door
 
 # What other workflows may import from the exports (``from xdpx.export import check_parity``): name -> its module here.
 # A name is loaded on first use, so importing one module of this package loads no other one
@@ -18,8 +17,4 @@ PUBLIC = {
     "real_samples": "parity",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in PUBLIC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{PUBLIC[name]}"), name)
+__getattr__ = front_door(__name__, PUBLIC)

@@ -11,8 +11,7 @@
 Nothing here imports torch at module level except the modules that run models.
 """
 
-from importlib import import_module
-from typing import Any
+from xdpx.utils.front_door import front_door
 
 # What other workflows may import from inference (``from xdpx.inference import load_model``): name -> its module here.
 # A name is loaded on first use, so importing one module of this package loads no other one
@@ -38,8 +37,4 @@ PUBLIC = {
     "probabilities": "outputs",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in PUBLIC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{PUBLIC[name]}"), name)
+__getattr__ = front_door(__name__, PUBLIC)

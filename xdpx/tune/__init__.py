@@ -7,8 +7,7 @@ overview.png, best_config.hjson), command.py (the command). Nothing here imports
 module level.
 """
 
-from importlib import import_module
-from typing import Any
+from xdpx.utils.front_door import front_door
 
 # What other workflows may import from x-tune (``from xdpx.tune import trial_reporter_from_env``): name -> its module here.
 # A name is loaded on first use, so importing one module of this package loads no other one
@@ -17,8 +16,4 @@ PUBLIC = {
     "trial_reporter_from_env": "reporter",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in PUBLIC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{PUBLIC[name]}"), name)
+__getattr__ = front_door(__name__, PUBLIC)

@@ -1,8 +1,7 @@
 """x-viz: reading a run's logs (runs.py), aligning runs by samples seen (align.py), the figures
 (plots.py, matplotlib imported lazily) and the command (command.py). See docs/viz.md."""
 
-from importlib import import_module
-from typing import Any
+from xdpx.utils.front_door import front_door
 
 # What other workflows may import from x-viz (``from xdpx.viz import plot_run``): name -> its module here.
 # A name is loaded on first use, so importing one module of this package loads no other one
@@ -14,8 +13,4 @@ PUBLIC = {
     "TensorBoardMirror": "tensorboard",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in PUBLIC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{PUBLIC[name]}"), name)
+__getattr__ = front_door(__name__, PUBLIC)
