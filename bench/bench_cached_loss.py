@@ -2,7 +2,11 @@
 batch of 32 (today's memory; and 32 x update_freq 8, today's way to 256 samples an update, whose negatives are
 still 32) and a plain batch of 256, and the loss of the first update of both runs with in-batch negatives of 256.
 
-    python bench/bench_cached_loss.py [--updates 2] [--repeats 2]
+    python bench/bench_cached_loss.py [--epochs 1] [--repeats 2]
+
+Every run trains the same samples (whole epochs of the training split): a run's peak memory depends on the longest
+batch it meets, so a comparison over a few updates of different batch sizes compares different samples (3 updates
+of 32 never meet the 64-token batch that the first update of 256 holds).
 
 Real data and model: the STS-B retrieval pairs (outputs/data/stsb_retrieval_bert, from
 examples/retrieval/prepro_retrieval_bert.hjson) and all-MiniLM-L6-v2 (outputs/pretrained/all-MiniLM-L6-v2, see
@@ -47,11 +51,11 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def run(root: Path, name: str, batch_size: int, chunk: int | None, update_freq: int, updates: int) -> dict[str, float]:
+def run(root: Path, name: str, batch_size: int, chunk: int | None, update_freq: int, epochs: int) -> dict[str, float]:
     save_dir = root / name.replace(" ", "_").replace(",", "")
     config = {"__parent__": str(REPO / "examples/retrieval/train_retrieval_minilm"), "save_dir": str(save_dir),
-              "batch_size": batch_size, "mini_batch_size": chunk, "update_freq": update_freq, "max_update": updates,
-              "max_epoch": None,
+              "batch_size": batch_size, "mini_batch_size": chunk, "update_freq": update_freq, "max_update": None,
+              "max_epoch": epochs,
               "valid_batch_size": 32, "log_interval": 1, "eval_interval": 10**6, "hidden_dropout_prob": 0.0,
               "attention_probs_dropout_prob": 0.0, "save_best_only": True, "save_last_only": True}
     path = root / f"{save_dir.name}.json"
@@ -72,7 +76,7 @@ def run(root: Path, name: str, batch_size: int, chunk: int | None, update_freq: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--updates", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2)
     options = parser.parse_args()
     for needed in (DATA / "meta.hjson", MODEL):
@@ -84,11 +88,11 @@ def main() -> None:
             for name, (batch_size, chunk, update_freq) in CASES.items():
                 root = Path(tmp) / f"r{repeat}"
                 root.mkdir(exist_ok=True)
-                results[name].append(run(root, name, batch_size, chunk, update_freq, options.updates))
+                results[name].append(run(root, name, batch_size, chunk, update_freq, options.epochs))
                 print(f"repeat {repeat + 1} {name}: {results[name][-1]}", file=sys.stderr, flush=True)
     base = statistics.median(r["peak_mib"] for r in results["batch 32"])
     print(f"\n{time.strftime('%Y-%m-%d %H:%M')}, {cpu_name()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
-          f"MiniLM-L6 bi-encoder on STS-B retrieval pairs (max_len 64), {options.updates} updates, "
+          f"MiniLM-L6 bi-encoder on STS-B retrieval pairs (max_len 64), {options.epochs} epoch(s) on every side, "
           f"{options.repeats} repeats (median)\n")
     print("| run | peak RSS (MiB) | vs batch 32 | loss of update 1 | samples/s |")
     print("| --- | --- | --- | --- | --- |")
