@@ -139,6 +139,28 @@ def test_textcnn_and_our_bert_quantize(name: str, trained, bert_trained, tmp_pat
     assert loaded.precision == "int8" and "DynamicQuantized" in repr(loaded.model)
 
 
+def test_our_berts_int8_query_key_value_run_as_one_matmul_with_the_three_layers_output(bert_trained,
+                                                                                      tmp_path: Path) -> None:
+    import torch
+
+    from xdpx.data.dataset import open_split
+    from xdpx.export.quantize import load_folder
+
+    assert quantize(bert_trained("bert_classification"), tmp_path / "int8", "--onnx", "false") == 0
+    loaded = load_folder(str(tmp_path / "int8"), None)
+    attentions = [m for m in loaded.model.modules() if hasattr(m, "int8_qkv")]
+    assert len(attentions) == 2 and all(m.int8_qkv is not None for m in attentions)
+    assert not any("int8_qkv" in key for key in loaded.model.state_dict())  # the three layers stay the stored ones
+    dev = open_split(loaded.data_dir, "dev")
+    net_input = loaded.processor.collate([dev[i] for i in range(min(8, len(dev)))])["net_input"]
+    with torch.inference_mode():
+        fused = loaded.model(**net_input)
+        for m in attentions:
+            m.int8_qkv = None  # back to query, key and value one by one
+        separate = loaded.model(**net_input)
+    assert torch.equal(fused, separate)
+
+
 def test_a_model_losing_more_than_the_tolerance_is_refused_and_nothing_is_written(
         trained, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # the tiny match_cnn loses 0.12 points of Pearson on its dev split in int8 (measured; seeded)

@@ -54,6 +54,9 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(c.hidden_size, inner)
         self.dropout_p = c.attention_probs_dropout_prob
         self._fused: tuple[tuple[int, ...], torch.Tensor, torch.Tensor] | None = None  # not in the state_dict
+        # an int8 model's query, key and value as one dynamic int8 matmul (xdpx/models/int8.py sets it; a plain
+        # attribute, not a submodule, so the state_dict keeps the three layers)
+        self.int8_qkv: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def train(self, mode: bool = True) -> BertSelfAttention:
         # torch's fused optimizers (x-train's default AdamW) write the weights in place without bumping
@@ -84,10 +87,13 @@ class BertSelfAttention(nn.Module):
         Plain Linears: rows of the one fused [3H, H] weight. A projection wrapped by LoRA (peft,
         xdpx/models/lora.py) runs its own forward instead, so that its adapter and dropout apply."""
         linears = (self.query, self.key, self.value)
+        h = self.heads * self.head_size
+        if self.int8_qkv is not None:  # one int8 matmul for the three, as the float path does with one fused weight
+            fused = self.int8_qkv
+            return lambda x, parts: fused(x) if parts == slice(0, 3) else fused(x)[..., parts.start * h:parts.stop * h]
         if any(type(m) is not nn.Linear for m in linears):
             return lambda x, parts: torch.cat([m(x) for m in linears[parts]], dim=-1)
         weight, bias = self.fused_projection()
-        h = self.heads * self.head_size
         return lambda x, parts: F.linear(x, weight[parts.start * h:parts.stop * h],
                                          bias[parts.start * h:parts.stop * h])
 

@@ -197,7 +197,40 @@ def load_int8(model: Any, path: str) -> Any:
     model.load_state_dict(state, strict=True)
     quantized = dynamic_int8(model)
     set_exact_weights(quantized, tensors)
+    fuse_query_key_value(quantized)
     return quantized
+
+
+def fuse_query_key_value(quantized: Any) -> None:
+    """Give each attention that takes one (``int8_qkv``, our BERT's self-attention) its query, key and value
+    as one dynamic int8 Linear: the same per-row int8 weights and scales one after the other, so the output is
+    the three layers' side by side (the input is quantized once for all three either way), in one matmul
+    instead of three and a concatenation (7% of the int8 MiniLM's time on a batch of 64)."""
+    import torch  # lazy: as above
+
+    with warnings.catch_warnings():  # torch.ao's and quantized tensors' deprecation notices, as above
+        warnings.simplefilter("ignore")
+        # lazy: torch.ao warns of its deprecation when imported: inside the catch_warnings above
+        from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+        for module in quantized.modules():
+            if not hasattr(module, "int8_qkv"):
+                continue
+            parts = [getattr(module, name, None) for name in ("query", "key", "value")]
+            if not all(isinstance(p, DynamicLinear) for p in parts):
+                continue
+            weights = [p.weight() for p in parts]
+            if any(w.qscheme() != torch.per_channel_affine for w in weights):
+                continue
+            rows = torch.cat([w.int_repr() for w in weights])
+            scales = torch.cat([w.q_per_channel_scales() for w in weights])
+            zero_points = torch.cat([w.q_per_channel_zero_points() for w in weights])
+            biases = [p.bias() for p in parts]
+            fused = DynamicLinear(rows.shape[1], rows.shape[0], dtype=torch.qint8)
+            fused.set_weight_bias(torch._make_per_channel_quantized_tensor(rows, scales, zero_points, 0),
+                                  torch.cat(biases) if all(b is not None for b in biases) else None)
+            # a plain attribute (nn.Module's setattr would register a submodule, a fourth layer in the state_dict)
+            object.__setattr__(module, "int8_qkv", fused)
 
 
 def set_exact_weights(quantized: Any, tensors: dict[str, Any]) -> None:
