@@ -6,9 +6,9 @@
 The texts are the distinct sentences (queries and positives) of the STS-B retrieval split's three files
 (examples/data/full/stsb_retrieval; the committed sample examples/retrieval/data when it is absent),
 embedded once with the run (``--run``, a bi-encoder: build_index's own embedding code) and cached in
-``--cache``. For each kind (FAISS, build_index's defaults, xdpx/scripts/index_kinds.py): build time (train
+``--cache``. For each kind (FAISS, build_index's defaults, xdpx/runtime/index_kinds.py): build time (train
 and add), query time per query (every indexed vector as a query, k 10, one batch, best of ``--repeats``),
-recall@10 against the exact float32 search (xdpx/scripts/index_kinds.recall_at_k: all the vectors as
+recall@10 against the exact float32 search (xdpx/runtime/index_kinds.recall_at_k: all the vectors as
 queries) and the size of the vectors file on disk. ``--sweep`` adds HNSW efSearch and IVF nprobe values
 around the defaults (how the defaults were chosen). Threads: FAISS's default (every core).
 """
@@ -27,8 +27,8 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
-from xdpx.scripts.index_kinds import KindIndex, default_params, recall_at_k  # noqa: E402
-from xdpx.scripts.vector_index import FaissIndex  # noqa: E402
+from xdpx.runtime.index_kinds import KindIndex, default_params, recall_at_k  # noqa: E402
+from xdpx.runtime.vector_index import FaissIndex  # noqa: E402
 
 FULL, SAMPLE = "examples/data/full/stsb_retrieval", "examples/retrieval/data"
 KINDS = [("exact", "none"), ("hnsw", "none"), ("ivf", "none"), ("exact", "int8"), ("exact", "binary"),

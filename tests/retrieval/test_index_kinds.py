@@ -13,8 +13,8 @@ import pytest
 from retrieval_helpers import SAMPLE
 
 from xdpx.cli import x_script
-from xdpx.scripts.index_kinds import default_params, pack_signs, recall_at_k
-from xdpx.scripts.vector_index import NumpyIndex
+from xdpx.runtime.index_kinds import default_params, pack_signs, recall_at_k
+from xdpx.runtime.vector_index import NumpyIndex
 
 TEXTS = list(dict.fromkeys(line.split("\t")[1] for line in (SAMPLE / "train.tsv").read_text().splitlines()))
 

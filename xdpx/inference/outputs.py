@@ -16,9 +16,9 @@ format: ``task.prediction_format(args, labels)`` returns an object with the meth
 text: the writer escapes them.
 
 TSV cells never contain a tab or a line break: ``\\`` is written ``\\\\``, a tab ``\\t``, a newline
-``\\n`` and a carriage return ``\\r`` (:func:`escape`; :func:`unescape` reverses it). Quotes are plain
-characters, so ``pd.read_csv(f, sep='\\t', header=0, quoting=csv.QUOTE_NONE)`` reads the file back cell
-for cell.
+``\\n`` and a carriage return ``\\r`` (:func:`escape`; :func:`unescape` reverses it; xdpx/io/tsv_cells.py).
+Quotes are plain characters, so ``pd.read_csv(f, sep='\\t', header=0, quoting=csv.QUOTE_NONE)`` reads the
+file back cell for cell.
 """
 
 from __future__ import annotations
@@ -28,31 +28,7 @@ from typing import Any
 import numpy as np
 
 from xdpx.errors import UserError
-
-_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
-_UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
-
-
-def escape(text: str) -> str:
-    """A TSV cell of ``text``: backslash, tab, newline and carriage return as two-character escapes."""
-    if not any(c in text for c in _ESCAPES):
-        return text
-    return "".join(_ESCAPES.get(c, c) for c in text)
-
-
-def unescape(cell: str) -> str:
-    """The original text of a cell written by :func:`escape`."""
-    if "\\" not in cell:
-        return cell
-    out, i = [], 0
-    while i < len(cell):
-        if cell[i] == "\\" and i + 1 < len(cell) and cell[i + 1] in _UNESCAPES:
-            out.append(_UNESCAPES[cell[i + 1]])
-            i += 2
-        else:
-            out.append(cell[i])
-            i += 1
-    return "".join(out)
+from xdpx.io.tsv_cells import escape, unescape  # noqa: F401 (x-pred's writers and the tools import them from here)
 
 
 def probabilities(logits: np.ndarray, regression: bool) -> np.ndarray:

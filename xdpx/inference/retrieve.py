@@ -1,6 +1,7 @@
 """Retrieve, then rerank: a bi-encoder run embeds a corpus of texts (one a line, its id the line number
 minus 1, as x-script build_index numbers them), each query ranks the whole corpus by the dot product of the
-normalised embeddings (the cosine; exact search in float64), and with a cross-encoder reranker
+normalised embeddings (the cosine; exact search in float64; or the search of an index folder that x-script
+build_index wrote with the same run: x-serve --corpus INDEX_FOLDER), and with a cross-encoder reranker
 (xdpx/inference/rerank.py) the query's first ``rerank`` texts are ordered again by the reranker's score.
 
 A hit is ``{"rank", "id", "text", "score"}`` (score: the bi-encoder's cosine); a reranked hit adds
@@ -48,9 +49,11 @@ def read_lines(path: str, what: str) -> list[str]:
 class Retriever:
     """A corpus embedded by a bi-encoder (``loaded``: its LoadedModel) and an optional reranker."""
 
-    def __init__(self, loaded: Any, texts: list[str], reranker: Reranker | None = None) -> None:
-        self.loaded, self.texts, self.reranker = loaded, texts, reranker
-        self.vectors = embed(loaded, texts, progress="corpus").astype(np.float64)
+    def __init__(self, loaded: Any, texts: list[str], reranker: Reranker | None = None, index: Any = None) -> None:
+        """``index``: an index of ``texts`` built with the same run (x-script build_index, read back by
+        xdpx/runtime/vector_index.py), searched instead of embedding the texts now."""
+        self.loaded, self.texts, self.reranker, self.index = loaded, texts, reranker, index
+        self.vectors = None if index is not None else embed(loaded, texts, progress="corpus").astype(np.float64)
         self.lock = threading.Lock()  # one search at a time: the models' threads already use the cores
 
     def check(self, k: int, rerank: int | None) -> str | None:
@@ -65,6 +68,18 @@ class Retriever:
             return f"rerank is the number of first-stage texts the reranker orders: an integer >= k ({k}), got {rerank!r}"
         return None
 
+    def _first_stage(self, vectors: np.ndarray, depth: int) -> list[list[tuple[int, float]]]:
+        """(id, cosine) of each query's ``depth`` best texts: the index's search when there is one (an IVF
+        search may find fewer: its missing ids, -1, are left out), else the exact one (equal scores by id)."""
+        if self.index is not None:
+            scores, ids = self.index.search(vectors.astype(np.float32), depth)
+            return [[(int(i), float(v)) for i, v in zip(row_ids, row) if i >= 0] for row_ids, row in zip(ids, scores)]
+        ranked = []
+        for row in vectors @ self.vectors.T:
+            order = np.lexsort((np.arange(len(row)), -row))[:depth]
+            ranked.append([(int(i), float(row[i])) for i in order])
+        return ranked
+
     def search(self, queries: list[str], k: int, rerank: int | None = None) -> list[list[dict[str, Any]]]:
         """The hits of each query: its ``k`` best texts, after reranking its first ``rerank`` when given."""
         problem = self.check(k, rerank)
@@ -73,10 +88,7 @@ class Retriever:
         with self.lock:
             vectors = embed(self.loaded, queries, progress="queries").astype(np.float64)
             depth = min(max(k, rerank or 0), len(self.texts))
-            ranked = []
-            for row in vectors @ self.vectors.T:
-                order = np.lexsort((np.arange(len(row)), -row))[:depth]  # by score, equal scores by id
-                ranked.append([(int(i), float(row[i])) for i in order])
+            ranked = self._first_stage(vectors, depth)
             if rerank is None or self.reranker is None:
                 return [[hit(rank, i, score, self.texts[i]) for rank, (i, score) in enumerate(hits[:k], start=1)]
                         for hits in ranked]

@@ -7,6 +7,8 @@
 - :mod:`.compiling`: ``compile: true`` (torch.compile's inductor, or eager with one warning);
 - :mod:`.out_of_memory`: which errors are out-of-memory (auto_ga's trigger, on every rank);
 - :mod:`.scoring`: the one evaluation of a model on a dataset, and batched prediction;
+- :mod:`.vector_index`, :mod:`.index_kinds`: an index folder of x-script build_index (exact, HNSW, IVF; int8,
+  binary), written and read back (x-script search, x-serve --corpus);
 - :mod:`.run_files`: the names and formats of a run's files that other commands read back;
 - :mod:`.onnx_session`: an onnxruntime session called like a run's model (ONNX exports, int8 models).
 

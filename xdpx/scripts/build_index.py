@@ -9,9 +9,9 @@ own with the run's processor, as x-serve's POST /embed does. The text's id is it
 lines at the end are ignored. index.json stores the run, checkpoint and TEXTS as absolute paths, so that
 search finds them from any folder. ``--backend``: faiss (faiss-cpu, the ``faiss`` extra), numpy (a matrix with the
 same interface and the same answers), auto (faiss when installed). ``--index hnsw|ivf`` (approximate) and
-``--quantize int8|binary`` (smaller vectors) build a FAISS index of that kind (xdpx/scripts/index_kinds.py)
+``--quantize int8|binary`` (smaller vectors) build a FAISS index of that kind (xdpx/runtime/index_kinds.py)
 and print its recall@10 against the exact float32 search, also stored in index.json. OUT_DIR gets
-index.json, the vectors and texts.tsv (xdpx/scripts/vector_index.py); query it with x-script search.
+index.json, the vectors and texts.tsv (xdpx/runtime/vector_index.py); query it with x-script search.
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def embed_texts(predictor: object, texts: list[str], tool: str = "build_index") 
 def main(argv: list[str]) -> int:
     """Embed a file of texts with a bi-encoder run and write a FAISS (or numpy) nearest-neighbour index."""
     # lazy: the index modules wait for a run (x-script --help imports every tool)
-    from xdpx.scripts.index_kinds import KINDS, QUANTIZE, KindIndex, default_params, recall_at_k
-    from xdpx.scripts.vector_index import BACKENDS, new_index, save_index  # lazy: as above
+    from xdpx.runtime.index_kinds import KINDS, QUANTIZE, KindIndex, default_params, recall_at_k
+    from xdpx.runtime.vector_index import BACKENDS, new_index, save_index  # lazy: as above
 
     positional, flags = split_flags(argv, {"checkpoint": "<best>", "column": None, "backend": "auto",
                                            "index": "exact", "quantize": "none", "batch_size": None}, USAGE)

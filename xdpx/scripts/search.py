@@ -29,7 +29,7 @@ USAGE = "usage: x-script search INDEX_DIR [QUERY ...] [--queries FILE] [--k 10]"
 def main(argv: list[str]) -> int:
     """The k nearest texts of each query in an x-script build_index folder (ids, scores, texts)."""
     # lazy: the index modules wait for a run; x-script --help imports every tool
-    from xdpx.scripts.vector_index import load_index
+    from xdpx.runtime.vector_index import load_index
 
     positional, flags = split_flags(argv, {"queries": None, "k": "10"}, USAGE)
     if not positional:

@@ -69,7 +69,8 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
     limits = limits or Limits()
     state = State(predictor, limits, batch_size or predictor.loaded.batch_size, max_wait, max_queue, executor)
     state.searcher = searcher
-    schema = openapi_document(limits, predictor.labels, embeds=state.embedder is not None)
+    schema = openapi_document(limits, predictor.labels, embeds=state.embedder is not None,
+                              searches=searcher is not None, reranks=getattr(searcher, "reranker", None) is not None)
 
     async def predict(request: Request, batcher: Any = None) -> Response:
         # While the server drains after SIGTERM, requests on open connections are still served. The inputs

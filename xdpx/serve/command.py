@@ -104,7 +104,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "give each cores/N; on a busy machine 1 is often fastest)")
     parser.add_argument("--corpus", default=None,
                         help="POST /search (a bi-encoder run, with --port): a file of texts, one a line (the first "
-                             "tab-separated column; id = line number - 1, as x-script build_index), embedded at start")
+                             "tab-separated column; id = line number - 1, as x-script build_index), embedded at start; or "
+                             "an index folder x-script build_index wrote with this run (searched, nothing embedded)")
     parser.add_argument("--reranker", default=None,
                         help="with --corpus: a cross-encoder run that reorders a query's first hits when a /search "
                              "request asks {\"rerank\": N}")

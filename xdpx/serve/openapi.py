@@ -7,6 +7,8 @@ import json
 from html import escape
 from typing import Any
 
+from xdpx.serve.search import MAX_HITS
+
 _ERROR = {"description": "", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
@@ -14,8 +16,10 @@ def _error(description: str) -> dict[str, Any]:
     return {**_ERROR, "description": description}
 
 
-def openapi_document(limits: Any, labels: list[str], embeds: bool = False) -> dict[str, Any]:
-    """The document of the routes served; ``embeds``: the run is a bi-encoder, POST /embed is served."""
+def openapi_document(limits: Any, labels: list[str], embeds: bool = False, searches: bool = False,
+                     reranks: bool = False) -> dict[str, Any]:
+    """The document of the routes served; ``embeds``: the run is a bi-encoder, POST /embed is served;
+    ``searches``: x-serve --corpus, POST /search is served (``reranks``: with --reranker)."""
     text = {"type": "string", "maxLength": limits.max_text_chars}
     document = {
         "openapi": "3.1.0",
@@ -116,7 +120,48 @@ def openapi_document(limits: Any, labels: list[str], embeds: bool = False) -> di
                 "400": _error("the body is not a JSON list of texts, or breaks a limit (the message says which)"),
                 "503": _error("the queue is full (or too many connections); see the Retry-After header"),
             }}}
+    if searches:
+        document["paths"]["/search"] = search_path(limits, reranks)
+        document["components"]["schemas"]["Hit"] = HIT
     return document
+
+
+# a hit of POST /search (xdpx/inference/retrieve.py); rerank_score and first_stage_rank only when reranked
+HIT = {"type": "object", "required": ["rank", "id", "text", "score"], "properties": {
+    "rank": {"type": "integer", "minimum": 1, "description": "1 for the best hit"},
+    "id": {"type": "integer", "minimum": 0, "description": "the text's line number in the corpus minus 1 (as "
+                                                           "x-script build_index numbers them)"},
+    "text": {"type": "string"},
+    "score": {"type": "number", "description": "the bi-encoder's cosine of query and text (approximate for an "
+                                               "int8 or binary index)"},
+    "rerank_score": {"type": "number", "description": "with rerank: the reranker's log-odds of relevance"},
+    "first_stage_rank": {"type": "integer", "minimum": 1, "description": "with rerank: the rank before reranking"}}}
+
+
+def search_path(limits: Any, reranks: bool) -> dict[str, Any]:
+    """POST /search of x-serve --corpus (xdpx/serve/search.py): its body, answer and refusals."""
+    count = {"type": "integer", "minimum": 1, "maximum": MAX_HITS}
+    rerank = {**count, "description": "the first-stage hits the reranker orders again (at least k)" if reranks else
+              "not served: this server has no --reranker (a request with rerank is 422)"}
+    return {"post": {
+        "summary": "The corpus texts nearest a query (bi-encoder cosine)" + (", reranked by a cross-encoder on "
+                                                                             "request" if reranks else ""),
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "object", "required": ["query"], "additionalProperties": False, "properties": {
+                "query": {"type": "string", "minLength": 1, "maxLength": limits.max_text_chars},
+                "k": {**count, "default": 10, "description": "the number of hits answered"},
+                "rerank": rerank}}}}},
+        "responses": {
+            "200": {"description": "the hits, best first", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["query", "k", "rerank", "hits"], "properties": {
+                    "query": {"type": "string", "description": "as searched (spaces around it removed)"},
+                    "k": {"type": "integer"}, "rerank": {"type": ["integer", "null"]},
+                    "hits": {"type": "array", "items": {"$ref": "#/components/schemas/Hit"}}}}}}},
+            "400": _error("the body is not JSON, or breaks a limit (the message says which)"),
+            "404": _error("x-serve was started without --corpus"),
+            "422": _error("an unknown field, an empty query, k or rerank not an integer from 1 to "
+                          f"{MAX_HITS}, rerank below k or without --reranker (the message names the field)"),
+        }}}
 
 
 def docs_page(document: dict[str, Any]) -> str:

@@ -2,7 +2,9 @@
 
 ``x-serve BI_ENCODER_RUN --port 8080 --corpus texts.txt [--reranker CROSS_ENCODER_RUN]`` embeds the corpus at
 start (one text a line, the first tab-separated column; its id is the line number minus 1, as x-script
-build_index numbers them). A request is a JSON object ``{"query": "a text", "k": 10, "rerank": 50}``: ``k``
+build_index numbers them). ``--corpus INDEX_FOLDER`` (what x-script build_index wrote: exact, hnsw or ivf;
+float32, int8 or binary) searches that index instead, embedding nothing at start; it must have been built
+with the served run's checkpoint (index.json records it), else x-serve refuses to start (exit 2). A request is a JSON object ``{"query": "a text", "k": 10, "rerank": 50}``: ``k``
 (default 10) hits by the bi-encoder's cosine, or with ``rerank`` (needs --reranker) the first ``rerank`` hits
 ordered again by the reranker and the best ``k`` of them. The answer is ``{"query", "k", "rerank", "hits"}``,
 each hit ``{"rank", "id", "text", "score"}`` plus, reranked, ``rerank_score`` (the reranker's log-odds of
@@ -26,8 +28,10 @@ from xdpx.config.options import Args
 from xdpx.config.writers import ARGS_FILE, read_args
 from xdpx.data.errors import BadLine
 from xdpx.data.loading import check_text
+from xdpx.errors import UserError
 from xdpx.inference import Reranker, Retriever, read_lines, reranker_problem
 from xdpx.models.choice import model_label
+from xdpx.runtime.vector_index import load_index
 from xdpx.serve.embedding import serves_embeddings
 from xdpx.serve.limits import Limits, RequestError, read_body
 
@@ -41,7 +45,11 @@ def load_searcher(predictor: Any, corpus: str, reranker: str | None, batch_size:
     if not serves_embeddings(predictor):
         raise ConfigError(f"--corpus: POST /search embeds queries with a bi-encoder run, and this run is a "
                           f"{model_label(predictor.loaded.run_args)}")
-    texts = read_lines(corpus, "corpus texts")
+    index = None
+    if io.isdir(corpus):  # an index folder of x-script build_index
+        index, texts = served_index(predictor, corpus)
+    else:
+        texts = read_lines(corpus, "corpus texts")
     model = None
     if reranker is not None:
         if not io.exists(io.join(reranker, ARGS_FILE)):
@@ -52,7 +60,26 @@ def load_searcher(predictor: Any, corpus: str, reranker: str | None, batch_size:
         if problem:
             raise ConfigError(problem)
         model = Reranker.load(reranker, None, batch_size)
-    return Retriever(predictor.loaded, texts, model)
+    return Retriever(predictor.loaded, texts, model, index)
+
+
+def served_index(predictor: Any, folder: str) -> tuple[Any, list[str]]:
+    """(the index, its texts) of an index folder built with the served run's checkpoint; ConfigError for a
+    folder that is not an index, or one built with another run or checkpoint (its vectors would not be
+    comparable with the served model's query embeddings)."""
+    try:
+        stored = load_index(folder)
+    except UserError as e:
+        raise ConfigError(f"--corpus: {e}") from None
+    built_with = stored.facts.get("checkpoint")
+    served = predictor.loaded.checkpoint
+    if not built_with or served is None or io.abspath(str(served)) != built_with:
+        raise ConfigError(f"--corpus: the index {folder} was built with {built_with or 'an unrecorded checkpoint'} "
+                          f"(run {stored.facts.get('save_dir')}), and x-serve serves "
+                          f"{io.abspath(str(served)) if served else 'another model'}: its vectors are another "
+                          "model's; build it with this run (x-script build_index RUN TEXTS FOLDER) or serve that "
+                          "run and checkpoint")
+    return stored.index, stored.texts
 
 
 def parse_search(body: bytes, limits: Limits) -> tuple[str, int, int | None]:

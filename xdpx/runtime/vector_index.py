@@ -1,9 +1,9 @@
-"""A nearest-neighbour index of embeddings for x-script build_index / search: FAISS (faiss-cpu, the
+"""A nearest-neighbour index of embeddings for x-script build_index / search and x-serve --corpus: FAISS (faiss-cpu, the
 ``faiss`` extra) when it is installed, else a numpy matrix with the same interface and the same answers
 (exact inner-product search either way: the bi-encoders' embeddings are L2-normalised, so the inner
 product is the cosine similarity).
 
-Approximate (HNSW, IVF) and quantized (int8, binary) FAISS indexes are in xdpx/scripts/index_kinds.py.
+Approximate (HNSW, IVF) and quantized (int8, binary) FAISS indexes are in xdpx/runtime/index_kinds.py.
 An index folder holds ``index.json`` (what built it: run, checkpoint, backend, index kind, quantization and
 their parameters, count, dim, and for an index other than exact float32 its recall@10 against the exact search),
 ``vectors.faiss`` (FAISS) or ``vectors.npy`` (numpy), and ``texts.tsv`` (``id<TAB>text``, TSV-escaped).
@@ -19,8 +19,8 @@ import numpy as np
 
 from xdpx import io
 from xdpx.errors import UserError
-from xdpx.inference.outputs import escape, unescape
-from xdpx.scripts.index_kinds import KindIndex, damaged, is_plain
+from xdpx.io.tsv_cells import escape, unescape
+from xdpx.runtime.index_kinds import KindIndex, damaged, is_plain
 from xdpx.utils.optional import installed, require
 
 INDEX_FILE, TEXTS_FILE = "index.json", "texts.tsv"
@@ -140,7 +140,7 @@ def load_index(folder: str) -> StoredIndex:
         raise UserError(f"{folder} is not an index folder (no {INDEX_FILE}): build one with x-script build_index")
     with io.open(path) as f:
         facts = json.loads(f.read())
-    if not is_plain(facts):  # approximate or quantized (xdpx/scripts/index_kinds.py)
+    if not is_plain(facts):  # approximate or quantized (xdpx/runtime/index_kinds.py)
         index: NumpyIndex | FaissIndex | KindIndex = KindIndex.load(folder, facts)
     else:
         index = (FaissIndex if facts.get("backend") == "faiss" else NumpyIndex).load(folder, int(facts["dim"]))
