@@ -5,9 +5,17 @@
 # the mined pairs (1 epoch, max_len 64), reranking the top 10. Real x-train / x-eval runs (docs/tasks.md, "Rerankers").
 #   sh examples/bert/link_minilm.sh && python examples/retrieval/prepare_data.py
 #   sh bench/bench_retrieval_stages.sh            # outputs/bench_stages/*.tsv, the table printed at the end
+# The harder set (the same queries among 15,160 documents: every distinct STS-B sentence; docs/data.md):
+#   BEIR=examples/data/full/stsb_retrieval_beir_all/test sh bench/bench_retrieval_stages.sh
+# EVAL_ONLY=1 skips the preprocessing and training and evaluates the runs already in outputs/bench_stages
+# (the training does not depend on the BEIR folder); the eval files of a BEIR other than the default are
+# named eval_<its parent folder>_<stage>.tsv.
 set -e
 out=outputs/bench_stages
-beir=examples/data/full/stsb_retrieval_beir/test
+beir=${BEIR:-examples/data/full/stsb_retrieval_beir/test}
+tag=$(basename "$(dirname "$beir")")
+case $tag in stsb_retrieval_beir) ev=$out/eval ;; *) ev=$out/eval_$tag ;; esac
+if [ -z "$EVAL_ONLY" ]; then
 mkdir -p $out/raw_triplets $out/raw_rerank
 x-prepro examples/retrieval/prepro_retrieval_bert.hjson
 # 1. in-batch negatives (examples/retrieval/train_retrieval_minilm.hjson, 1 epoch)
@@ -36,21 +44,22 @@ x-train - <<EOF2
 {__parent__: examples/retrieval/train_rerank_minilm, data_dir: $out/data_rerank, save_dir: $out/reranker,
  max_epoch: 1, eval_interval: 1000}
 EOF2
+fi
 for run in inbatch mined; do
   x-eval - <<EOF2
-{save_dir: $out/$run, valid_subset: $beir, save_to_file: $out/eval_$run.tsv, save_mode: w}
+{save_dir: $out/$run, valid_subset: $beir, save_to_file: ${ev}_$run.tsv, save_mode: w}
 EOF2
 done
 for first in mined inbatch; do
   x-eval - <<EOF2
 {save_dir: $out/reranker, first_stage: $out/$first, rerank_k: 10, valid_subset: $beir,
- save_to_file: $out/eval_reranked_$first.tsv, save_mode: w}
+ save_to_file: ${ev}_reranked_$first.tsv, save_mode: w}
 EOF2
 done
 python - <<EOF2
 import csv
 def row(name):
-    return next(csv.DictReader(open(f"$out/eval_{name}.tsv"), delimiter="\t"))
+    return next(csv.DictReader(open(f"${ev}_{name}.tsv"), delimiter="\t"))
 print("stage\tndcg_at_10\tmrr_at_10\trecall_at_1\trecall_at_10")
 for label, name, prefix in (("in-batch negatives", "inbatch", ""), ("+ mined hard negatives", "mined", ""),
                             ("in-batch + reranker (top 10)", "reranked_inbatch", ""),

