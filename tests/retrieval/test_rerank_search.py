@@ -104,6 +104,11 @@ def test_x_serve_search_answers_what_x_pred_writes(retrieval_run, reranker, sear
                            json.dumps(body).encode()) for body in (
             {"query": QUERIES[1], "k": 10}, {"query": QUERIES[1], "k": 3, "rerank": 10},
             {"query": QUERIES[1], "rerank": 5}, {"qury": "x"}, {"query": "a\x00b"}, b"[1")]
+        schema = request(server.address, "GET", "/openapi.json")[1]
+    search = schema["paths"]["/search"]["post"]  # with --reranker: rerank described as served
+    assert search["summary"].endswith("reranked by a cross-encoder on request")
+    assert search["requestBody"]["content"]["application/json"]["schema"]["properties"]["rerank"]["description"] == \
+        "the first-stage hits the reranker orders again (at least k)"
     (status, plain, _), (status_rr, reranked, _) = answers[:2]
     assert status == 200 and status_rr == 200, answers[:2]
     expected = [h for h in searched["first"] if h["query_number"] == "1"]

@@ -102,3 +102,14 @@ def test_x_serve_refuses_an_index_of_another_run_or_a_folder_that_is_not_one(ret
     assert errors == [f"x-serve: error: --corpus: {tmp_path / 'plain'} is not an index folder (no index.json): "
                       "build one with x-script build_index"]
     assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == ["notes.txt"]  # nothing written
+
+
+def test_the_document_lists_search_only_where_it_is_served() -> None:
+    from xdpx.serve.limits import Limits
+    from xdpx.serve.openapi import openapi_document
+
+    assert "/search" not in openapi_document(Limits(), [], embeds=True)["paths"]  # a bi-encoder without --corpus
+    assert "Hit" not in openapi_document(Limits(), [], embeds=True)["components"]["schemas"]
+    served = openapi_document(Limits(max_text_chars=300), [], embeds=True, searches=True)
+    assert served["paths"]["/search"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+        "properties"]["query"] == {"type": "string", "minLength": 1, "maxLength": 300}
