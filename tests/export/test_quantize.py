@@ -54,6 +54,41 @@ def test_the_int8_folder_holds_int8_weights_that_load_without_pickle(lstm_int8: 
     assert sorted(p.name for p in lstm_int8.parent.iterdir()) == ["lstm_int8"]  # no temporary folder left
 
 
+def test_the_int8_lstm_runs_the_engines_own_int8_weights_not_rounded_twice(lstm_int8: Path, trained) -> None:
+    import copy
+
+    import torch
+
+    from xdpx.data.dataset import open_split
+    from xdpx.export.loading import load_run
+    from xdpx.export.quantize import load_folder
+    from xdpx.models import int8
+
+    run = load_run(str(trained("cls_lstm")))
+    engine = int8.dynamic_int8(copy.deepcopy(run.model))  # torch.ao straight from the float weights
+    loaded = load_folder(str(lstm_int8), "torch")
+    # the head reads its layers through its own attributes: they are the int8 ones the model holds
+    head = loaded.model.task_head
+    assert head.classifier is loaded.model.classifier and head.dense is loaded.model.dense
+    assert "DynamicQuantizedLinear" in repr(head.classifier) and "DynamicQuantizedLinear" in repr(head.dense)
+    ours, theirs = (int8.lstm_int8_weights(m.get_submodule("encoder.lstm")) for m in (loaded.model, engine))
+    assert sorted(ours) == ["weight_hh_l0", "weight_hh_l0_reverse", "weight_ih_l0", "weight_ih_l0_reverse"]
+    for key, weight in theirs.items():  # the same int8 values: stored as the engine made them, not re-rounded
+        assert torch.equal(ours[key].int_repr(), weight.int_repr()), key
+        assert ours[key].q_scale() == pytest.approx(weight.q_scale(), rel=1e-6), key
+    # the embedding table is int8 on disk (float32 in memory, not the run's exact values), so the outputs are
+    # compared with the engine's LSTM and Linear layers on the loaded model's own embeddings
+    engine = int8.dynamic_int8(copy.deepcopy(run.model))
+    tables = [name for name, m in engine.named_modules() if isinstance(m, torch.nn.Embedding)]
+    assert tables
+    for name in tables:
+        engine.get_submodule(name).weight.data.copy_(loaded.model.get_submodule(name).weight)
+    dev = open_split(run.args.data_dir, "dev")
+    net_input = run.processor.collate([dev[i] for i in range(8)])["net_input"]
+    with torch.inference_mode():
+        torch.testing.assert_close(loaded.model(**net_input), engine(**net_input), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("backend", ["torch", "onnx"])
 def test_x_eval_of_the_int8_model_gives_the_metric_quantize_wrote(lstm_int8: Path, tmp_path: Path, backend: str) -> None:
     report = json.loads((lstm_int8 / "quantize.json").read_text())[f"int8_{backend}"]

@@ -40,6 +40,20 @@ class EncoderHeadModel(Perturbable, nn.Module):
             self.add_module(name, module)
         self._register_load_state_dict_pre_hook(self._upgrade_hook)
 
+    def rebind_parts(self) -> None:
+        """Point the parts at the modules the model now holds under their names: a conversion that swaps a
+        child module (torch.ao's quantize_dynamic turns the head's ``classifier`` Linear into an int8 one)
+        changes the model's registry, not the part's attributes, which the forward reads."""
+        for part in (self.text_encoder, self.task_head):
+            for name, old in list(part.modules.items()):
+                new = self._modules.get(name)
+                if new is None or new is old:
+                    continue
+                part.modules[name] = new
+                for attribute, value in list(vars(part).items()):
+                    if value is old:
+                        setattr(part, attribute, new)
+
     def forward(self, *args: Any, perturb: Any = None, **net_input: Any) -> Any:
         if args:  # positional inputs (TorchScript / ONNX wrappers): the processor's field order
             raise TypeError("pass the inputs by name (the processor's net_input fields)")

@@ -131,22 +131,36 @@ def unpack(tensors: dict[str, Any]) -> dict[str, Any]:
 
 
 def engine_weights(model: Any) -> dict[str, tuple[Any, Any]]:
-    """weight name -> (int8 rows, per-row scales) of every Linear as the engine quantizes it (per channel,
-    symmetric): written as they are, so that the model loaded back runs the very int8 weights the engine
-    made from the float ones (rounding them to int8 rows of our own first, then letting the engine round
-    those again, cost the MiniLM teacher 0.75 point of dev accuracy)."""
+    """weight name -> (int8 rows, per-row scales) of every Linear and LSTM as the engine quantizes it (Linear
+    per channel, LSTM per tensor: its one scale repeated for each row; both symmetric): written as they are, so
+    that the model loaded back runs the very int8 weights the engine made from the float ones (rounding them
+    to int8 rows of our own first, then letting the engine round those again, cost the MiniLM teacher 0.75
+    point of dev accuracy)."""
     import torch  # lazy: as above
 
     quantized = dynamic_int8(copy.deepcopy(model).cpu())
     exact = {}
     for name, kind in int8_layers(model).items():
+        prefix = f"{name}." if name else ""
+        if kind == "LSTM":
+            for key, weight in lstm_int8_weights(quantized.get_submodule(name)).items():
+                if weight.qscheme() == torch.per_tensor_affine and weight.q_zero_point() == 0:
+                    exact[prefix + key] = (weight.int_repr(), torch.full((weight.shape[0],), weight.q_scale()))
+            continue
         if kind != "Linear":
             continue
         weight = quantized.get_submodule(name).weight()
         if weight.qscheme() != torch.per_channel_affine or bool((weight.q_per_channel_zero_points() != 0).any()):
             continue
-        exact[f"{name}.weight" if name else "weight"] = (weight.int_repr(), weight.q_per_channel_scales())
+        exact[prefix + "weight"] = (weight.int_repr(), weight.q_per_channel_scales())
     return exact
+
+
+def lstm_int8_weights(module: Any) -> dict[str, Any]:
+    """``weight_ih_l0`` ... -> the int8 weight tensor a dynamic int8 LSTM (torch.ao) runs."""
+    with warnings.catch_warnings():  # torch's quantized tensors are deprecated: they are the engine's format here
+        warnings.simplefilter("ignore")
+        return dict(module._weight_bias()["weight"])
 
 
 def save_int8(model: Any, path: str) -> None:
@@ -174,7 +188,10 @@ def dynamic_int8(model: Any) -> Any:
         )
 
         spec = {nn.Linear: per_channel_dynamic_qconfig, nn.LSTM: default_dynamic_qconfig}
-        return quantize_dynamic(model.eval(), spec, dtype=torch.qint8, inplace=True)
+        quantized = quantize_dynamic(model.eval(), spec, dtype=torch.qint8, inplace=True)
+    if hasattr(quantized, "rebind_parts"):  # an encoder-and-head model: its head reads its own Linear attributes
+        quantized.rebind_parts()
+    return quantized
 
 
 def load_int8(model: Any, path: str) -> Any:
@@ -234,13 +251,17 @@ def fuse_query_key_value(quantized: Any) -> None:
 
 
 def set_exact_weights(quantized: Any, tensors: dict[str, Any]) -> None:
-    """Give each dynamic int8 Linear the int8 rows and scales stored for it, exactly (not rounded again)."""
+    """Give each dynamic int8 Linear and LSTM the int8 rows and scales stored for it, exactly (not rounded again)."""
     import torch  # lazy: as above
 
     with warnings.catch_warnings():  # torch's quantized tensors are deprecated: they are the engine's format here
         warnings.simplefilter("ignore")
         for name, module in quantized.named_modules():
-            key = f"{name}.weight" if name else "weight"
+            prefix = f"{name}." if name else ""
+            if hasattr(module, "_all_weight_values"):  # a dynamic int8 LSTM
+                set_exact_lstm_weights(module, prefix, tensors)
+                continue
+            key = prefix + "weight"
             if not hasattr(module, "set_weight_bias") or key + SCALE_SUFFIX not in tensors:
                 continue
             rows, scales = tensors[key], tensors[key + SCALE_SUFFIX].double()
@@ -249,6 +270,30 @@ def set_exact_weights(quantized: Any, tensors: dict[str, Any]) -> None:
             if not torch.equal(weight.int_repr(), rows):  # x * s / s must round back to x
                 weight = torch._make_per_channel_quantized_tensor(rows, scales, torch.zeros(len(scales), dtype=torch.long), 0)
             module.set_weight_bias(weight, module.bias())
+
+
+def set_exact_lstm_weights(module: Any, prefix: str, tensors: dict[str, Any]) -> None:
+    """Rebuild a dynamic int8 LSTM's packed cells from the stored int8 rows (one scale per matrix), as torch.ao's
+    own conversion packs them (``linear_prepack`` of each matrix, ``make_quantized_cell_params_dynamic``)."""
+    import torch  # lazy: as above
+    from torch.ao.nn.quantized.dynamic.modules.rnn import PackedParameter  # lazy: torch.ao, as above
+
+    biases = module._weight_bias()["bias"]
+    cells = []
+    for layer in range(module.num_layers):
+        for suffix in ("", "_reverse") if module.bidirectional else ("",):
+            packed = []
+            for part in ("ih", "hh"):
+                key = f"{prefix}weight_{part}_l{layer}{suffix}"
+                rows, scales = tensors.get(key), tensors.get(key + SCALE_SUFFIX)
+                if rows is None or scales is None or not bool((scales == scales[0]).all()):
+                    return  # not stored as the engine makes them (a folder of before): the engine's rounding stays
+                weight = torch._make_per_tensor_quantized_tensor(rows, float(scales[0]), 0)
+                packed.append(torch.ops.quantized.linear_prepack(weight, biases[f"bias_{part}_l{layer}{suffix}"]))
+            cells.append(PackedParameter(torch.ops.quantized.make_quantized_cell_params_dynamic(
+                packed[0], packed[1], biases[f"bias_ih_l{layer}{suffix}"], biases[f"bias_hh_l{layer}{suffix}"], True)))
+    for i, cell in enumerate(cells):
+        module._all_weight_values[i] = cell
 
 
 def folder_size(folder: str, names: list[str]) -> int:
