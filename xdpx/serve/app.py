@@ -18,20 +18,21 @@ from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from xdpx.models.choice import model_label
-from xdpx.serve.batching import Batcher, Overloaded
+from xdpx.serve.answering import answer_inputs
+from xdpx.serve.batching import Batcher
 from xdpx.serve.embedding import embed_inputs, serves_embeddings
 from xdpx.serve.explaining import explain_batcher, explain_route
-from xdpx.serve.limits import Limits, RequestError, parse_inputs, read_body
-from xdpx.serve.metrics import CLIENT_CLOSED, Metrics, MetricsMiddleware
+from xdpx.serve.limits import Limits
+from xdpx.serve.metrics import Metrics, MetricsMiddleware
 from xdpx.serve.model_thread import model_thread, run_in
 from xdpx.serve.openapi import docs_page, openapi_document
 from xdpx.serve.page import page_response, run_info
-from xdpx.serve.predictor import BadInput, load_for_serving
+from xdpx.serve.predictor import load_for_serving
 from xdpx.serve.search import search_route
 
 
@@ -76,27 +77,11 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
         # While the server drains after SIGTERM, requests on open connections are still served. The inputs
         # are encoded in the model thread, not here: tokenizing on the event loop while the model computed
         # halved the requests/s of MiniLM on 2 cores (docs/benchmarks.md, x-serve).
-        try:
-            inputs = parse_inputs(await read_body(request, limits), limits)
-            state.metrics.queued.inc(len(inputs))
-            try:
-                predictions = await (batcher or state.batcher).predict(inputs)
-            finally:
-                state.metrics.queued.dec(len(inputs))
-            for index, prediction in enumerate(predictions):
-                if isinstance(prediction, BadInput):
-                    return error(400, f"input {index}: {prediction}")
-        except RequestError as e:
-            return error(e.status, e.message, e.headers)
-        except Overloaded as e:
-            state.metrics.refused.inc()
-            return error(503, str(e), {"Retry-After": str(e.retry_after)})
-        except ClientDisconnect:  # the connection closed before the body was in: nobody reads this answer
-            return error(CLIENT_CLOSED, "the client closed the connection before its request body arrived")
-        except Exception as e:  # the model failed: say so, keep serving
-            return error(500, f"prediction failed: {type(e).__name__}: {e}")
+        answers = await answer_inputs(request, state, batcher or state.batcher, error, "prediction")
+        if isinstance(answers, Response):
+            return answers
         state.answered += 1
-        return JSON(predictions)
+        return JSON(answers)
 
     async def embed(request: Request) -> Response:
         if state.embedder is None:
@@ -158,7 +143,7 @@ def create_app(predictor: Any, limits: Limits | None = None, batch_size: int | N
 
     app = Starlette(routes=[Route("/predict", predict, methods=["POST"]), Route("/embed", embed, methods=["POST"]),
                             Route("/search", search_route(state, limits, JSON, error), methods=["POST"]),
-                            Route("/explain", explain_route(state, limits, JSON, error), methods=["POST"]),
+                            Route("/explain", explain_route(state, JSON, error), methods=["POST"]),
                             Route("/health", health),
                             Route("/ready", ready), Route("/metrics", metrics), Route("/openapi.json", openapi),
                             Route("/docs", docs), Route("/", try_page), Route("/info", info)],

@@ -17,14 +17,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 
 from xdpx.errors import UserError
 from xdpx.inference import BASELINES, Unsupported, check_explainable, encode_texts, explain_samples
-from xdpx.serve.batching import Batcher, Overloaded
-from xdpx.serve.limits import RequestError, parse_inputs, read_body
-from xdpx.serve.metrics import CLIENT_CLOSED
+from xdpx.serve.answering import answer_inputs
+from xdpx.serve.batching import Batcher
 from xdpx.serve.predictor import BadInput
 
 EXPLAIN_BATCH = 8  # samples per pass of the model thread: each is n_steps forward and backward passes
@@ -86,7 +85,7 @@ def with_attributions(answer: dict[str, Any], parts: list[Any]) -> dict[str, Any
     return {**answer, **parts[0].as_dict()} if parts else answer
 
 
-def explain_route(state: Any, limits: Any, json_response: Callable[..., Response],
+def explain_route(state: Any, json_response: Callable[..., Response],
                   error: Callable[..., Response]) -> Callable[[Request], Awaitable[Response]]:
     """The handler of POST /explain (``state.explainer``: the Batcher of :func:`explain_batcher`)."""
     try:
@@ -100,37 +99,20 @@ def explain_route(state: Any, limits: Any, json_response: Callable[..., Response
     async def explain(request: Request) -> Response:
         if refusal is not None:
             return error(404, f"POST /explain: {refusal}; use POST /predict")
+        baseline = request.query_params.get("baseline", "pad")
+        if baseline not in BASELINES:
+            return error(422, f"baseline {baseline!r}: use one of {', '.join(BASELINES)}")
         try:
-            baseline = request.query_params.get("baseline", "pad")
-            if baseline not in BASELINES:
-                raise RequestError(422, f"baseline {baseline!r}: use one of {', '.join(BASELINES)}")
-            try:
-                steps = int(request.query_params.get("n_steps", "50"))
-            except ValueError:
-                steps = 0
-            if not 1 <= steps <= MAX_STEPS:
-                raise RequestError(422, f"n_steps {request.query_params.get('n_steps')!r}: a whole number from 1 to "
-                                        f"{MAX_STEPS}")
-            inputs = parse_inputs(await read_body(request, limits), limits)
-            state.metrics.queued.inc(len(inputs))
-            try:
-                results = await state.explainer.predict([(item, baseline, steps) for item in inputs])
-            finally:
-                state.metrics.queued.dec(len(inputs))
-            for index, result in enumerate(results):
-                if isinstance(result, BadInput):
-                    return error(422, f"input {index}: {result}")
-        except RequestError as e:
-            return error(e.status, e.message, e.headers)
-        except Overloaded as e:
-            state.metrics.refused.inc()
-            return error(503, str(e), {"Retry-After": str(e.retry_after)})
-        except ClientDisconnect:
-            return error(CLIENT_CLOSED, "the client closed the connection before its request body arrived")
-        except Unsupported as e:  # found only on the first batch (a model that joins its texts before the lookup)
-            return error(404, f"POST /explain: {e}; use POST /predict")
-        except Exception as e:  # the model failed: say so, keep serving
-            return error(500, f"explanation failed: {type(e).__name__}: {e}")
-        return json_response(results)
+            steps = int(request.query_params.get("n_steps", "50"))
+        except ValueError:
+            steps = 0
+        if not 1 <= steps <= MAX_STEPS:
+            return error(422, f"n_steps {request.query_params.get('n_steps')!r}: a whole number from 1 to {MAX_STEPS}")
+        # Unsupported is found only on the first batch (a model that joins its texts before the lookup)
+        answers = await answer_inputs(request, state, state.explainer, error, "explanation",
+                                      jobs=lambda inputs: [(item, baseline, steps) for item in inputs],
+                                      bad_input_status=422,
+                                      refused=(Unsupported, lambda e: f"POST /explain: {e}; use POST /predict"))
+        return answers if isinstance(answers, Response) else json_response(answers)
 
     return explain
