@@ -27,6 +27,7 @@ from xdpx.cli import run_chain
 from xdpx.io import testing
 from xdpx.io.testing import fake_aws_env, free_port, start_moto_server, unavailable, use_s3_endpoint
 from xdpx.models import models
+from xdpx.utils.cpu_load import usable_cores
 
 BUCKET = "xdpx-io-test"
 # every test's pytest.importorskip goes through XDPX_REQUIRE (looked up at call time, so this covers the
@@ -46,12 +47,29 @@ def forget_test_components() -> Iterator[None]:
 
 def pytest_configure(config: pytest.Config) -> None:
     optional_components.required_components()  # an unknown name in XDPX_REQUIRE stops the session at once
+    share_the_cores()
     if os.environ.get("XDPX_REQUIRE_TF") == "1":  # CI's TensorFlow step: its tests must run, not skip silently
         try:
             import tensorflow  # noqa: F401
         except ImportError as e:
             raise pytest.UsageError(f"XDPX_REQUIRE_TF=1 but tensorflow does not import ({e}); "
                                     "install it with: pip install -e '.[tf]'") from e
+
+
+def share_the_cores() -> None:
+    """In a pytest-xdist worker, torch (and every process a test starts, through OMP_NUM_THREADS) computes on
+    the worker's share of the cores: two workers of two threads each on 2 cores spun against each other, and
+    tiny models (many small ops, an OpenMP barrier each) ran several times slower (the LSTM-CRF pair of
+    tests/matrix: 88 s with 2 threads, 11 s with 1, on a busy machine). Numbers do not change within a run:
+    the test process and the processes it starts use the same count. OMP_NUM_THREADS set by the user wins."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if not workers or "OMP_NUM_THREADS" in os.environ:
+        return
+    import torch
+
+    threads = max(1, usable_cores() // workers)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the markers
