@@ -42,7 +42,10 @@ TEXTCNNS = {
 }
 TRANSFORMERS = {
     "MiniLM student, teacher's layers 2, 4, 6 (minilm_l3)": f"{RUNS}/minilm_l3",
+    "MiniLM student, teacher's layers 3, 6, four epochs (minilm_l2)": f"{RUNS}/minilm_l2",
+    "MiniLM student, teacher's layers 3, 6, 47k augmented (minilm_l2_large)": f"{RUNS}/minilm_l2_large",
     "MiniLM student, teacher's layer 6 (minilm_l1)": f"{RUNS}/minilm_l1",
+    "MiniLM student, teacher's layer 6, 47k augmented (minilm_l1_large)": f"{RUNS}/minilm_l1_large",
 }
 QUANTIZED = (TEACHER[1], *TRANSFORMERS.values())  # the TextCNNs' int8 is not in the table: their Linear is tiny
 
@@ -105,10 +108,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--tolerance", type=float, default=100.0,
                         help="quantize_run's tolerance in points (100: write and measure every int8 model)")
+    parser.add_argument("--student", action="append", default=[], metavar="NAME=SAVE_DIR",
+                        help="one more transformer student (a run directory under the repository), a row with its int8 "
+                             "row like the examples' students; repeatable")
+    parser.add_argument("--only", action="append", default=[], metavar="SAVE_DIR",
+                        help="measure only these runs (and the teacher); repeatable")
     options = parser.parse_args()
+    extra = dict(item.split("=", 1) for item in options.student)
+    TRANSFORMERS.update(extra)
+    quantized = (*QUANTIZED, *extra.values())
     os.makedirs(options.work, exist_ok=True)
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average {os.getloadavg()}", flush=True)
     wanted = {TEACHER[0]: TEACHER[1], **TEXTCNNS, **TRANSFORMERS}
+    if options.only:
+        wanted = {name: d for name, d in wanted.items() if d == TEACHER[1] or d in options.only}
     missing = [save_dir for save_dir in wanted.values() if not finished(save_dir)]
     if not finished(TEACHER[1]):
         raise SystemExit(f"no teacher run at {TEACHER[1]}: run examples/distill/run.sh first")
@@ -121,7 +134,7 @@ def main() -> None:
         checkpoint = best_checkpoint(save_dir)
         rows[name] = {"dir": os.path.join(ROOT, save_dir), "checkpoint": checkpoint, "precision": "fp32",
                       "size": os.path.getsize(checkpoint)}
-        if save_dir in QUANTIZED:
+        if save_dir in quantized:
             folder, report = quantize(save_dir, options.work, options.tolerance)
             backend = report["backend"]
             rows[f"{name}, int8"] = {"dir": folder, "checkpoint": None, "precision": f"int8 ({backend})",

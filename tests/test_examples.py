@@ -54,7 +54,8 @@ DRY: dict[str, str] = {
         "stsb_minilm")},
     **{f"examples/distill/{name}.hjson": "x-train" for name in (
         "cnn_distill", "cnn_distill_emb", "cnn_distill_labelled", "cnn_distill_wp", "cnn_distill_wp128",
-        "cnn_labels", "cnn_labels_emb", "cnn_labels_wp", "cnn_labels_wp128", "cnn_online", "minilm_l1", "minilm_l3",
+        "cnn_labels", "cnn_labels_emb", "cnn_labels_wp", "cnn_labels_wp128", "cnn_online", "minilm_l1", "minilm_l1_large",
+        "minilm_l2", "minilm_l2_large", "minilm_l3",
         "teacher_minilm")},
     "examples/distill/score_polarity.hjson": "x-pred",
     "examples/distill/score_polarity_large.hjson": "x-pred",
@@ -80,7 +81,8 @@ PREPRO = sorted(
         "peoples_daily_mlm", "polarity", "polarity_bert", "polarity_hf", "reviews_bert", "reviews_char",
         "stsb_bert", "stsb_pair")]
     + [f"examples/distill/prepro_polarity_{name}.hjson" for name in (
-        "bert", "labels", "labels_emb", "labels_wp", "labels_wp128", "student", "student_bert", "student_emb",
+        "bert", "labels", "labels_emb", "labels_wp", "labels_wp128", "student", "student_bert", "student_bert_large",
+        "student_emb",
         "student_wp", "student_wp128")]
     + ["examples/multilabel/prepro_char.hjson", "examples/ner/prepro_bert.hjson", "examples/ner/prepro_char.hjson"]
     + [f"examples/retrieval/{name}.hjson" for name in (

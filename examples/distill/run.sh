@@ -44,6 +44,11 @@ x-train examples/distill/cnn_distill_wp128.hjson
 # with loss tinybert (logits, hidden states, attention scores) on the labelled + 12,000 augmented sentences
 x-prepro examples/distill/prepro_polarity_student_bert.hjson
 x-train examples/distill/minilm_l3.hjson
+x-train examples/distill/minilm_l2.hjson                      # 2 layers (3, 6), four epochs
 x-train examples/distill/minilm_l1.hjson
+# the 1- and 2-layer students on the 47k augmented sentences (scored above by score_polarity_large)
+x-prepro examples/distill/prepro_polarity_student_bert_large.hjson
+x-train examples/distill/minilm_l1_large.hjson
+x-train examples/distill/minilm_l2_large.hjson
 # the frontier table of docs/distill.md (teacher, TextCNNs, transformer students, fp32 and int8)
 # python bench/bench_frontier.py
