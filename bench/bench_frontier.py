@@ -108,20 +108,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--tolerance", type=float, default=100.0,
                         help="quantize_run's tolerance in points (100: write and measure every int8 model)")
-    parser.add_argument("--student", action="append", default=[], metavar="NAME=SAVE_DIR",
-                        help="one more transformer student (a run directory under the repository), a row with its int8 "
-                             "row like the examples' students; repeatable")
-    parser.add_argument("--only", action="append", default=[], metavar="SAVE_DIR",
-                        help="measure only these runs (and the teacher); repeatable")
     options = parser.parse_args()
-    extra = dict(item.split("=", 1) for item in options.student)
-    TRANSFORMERS.update(extra)
-    quantized = (*QUANTIZED, *extra.values())
     os.makedirs(options.work, exist_ok=True)
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average {os.getloadavg()}", flush=True)
     wanted = {TEACHER[0]: TEACHER[1], **TEXTCNNS, **TRANSFORMERS}
-    if options.only:
-        wanted = {name: d for name, d in wanted.items() if d == TEACHER[1] or d in options.only}
     missing = [save_dir for save_dir in wanted.values() if not finished(save_dir)]
     if not finished(TEACHER[1]):
         raise SystemExit(f"no teacher run at {TEACHER[1]}: run examples/distill/run.sh first")
@@ -134,7 +124,7 @@ def main() -> None:
         checkpoint = best_checkpoint(save_dir)
         rows[name] = {"dir": os.path.join(ROOT, save_dir), "checkpoint": checkpoint, "precision": "fp32",
                       "size": os.path.getsize(checkpoint)}
-        if save_dir in quantized:
+        if save_dir in QUANTIZED:
             folder, report = quantize(save_dir, options.work, options.tolerance)
             backend = report["backend"]
             rows[f"{name}, int8"] = {"dir": folder, "checkpoint": None, "precision": f"int8 ({backend})",

@@ -10,7 +10,7 @@ import pytest
 from inference_helpers import SAMPLE, write_json
 
 from xdpx.cli import run_chain
-from xdpx.inference.outputs import escape, unescape
+from xdpx.io.tsv_cells import escape, unescape
 
 pd = pytest.importorskip("pandas")
 

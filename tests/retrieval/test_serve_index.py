@@ -14,6 +14,9 @@ from retrieval_helpers import REPO, SAMPLE
 
 from xdpx.cli import x_script
 
+sys.path.insert(0, str(REPO / "tests/inference"))
+from serve_helpers import request, running_server  # noqa: E402
+
 pytest.importorskip("faiss")  # build_index --index hnsw is a FAISS index (the faiss extra)
 
 # every distinct positive of the committed sample (no duplicate texts: equal scores could come back in
@@ -21,13 +24,6 @@ pytest.importorskip("faiss")  # build_index --index hnsw is a FAISS index (the f
 TEXTS = list(dict.fromkeys(line.split("\t")[1] for split in ("train", "dev", "test")
                            for line in (SAMPLE / f"{split}.tsv").read_text().splitlines()))
 QUERIES = [line.split("\t")[0] for line in (SAMPLE / "dev.tsv").read_text().splitlines()[:4]]
-
-
-def serve_helpers() -> tuple[object, object]:
-    sys.path.insert(0, str(REPO / "tests/inference"))
-    from serve_helpers import request, running_server
-
-    return request, running_server
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +35,7 @@ def corpus(retrieval_run: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     return {"texts": root / "corpus.txt", "hnsw": root / "hnsw"}
 
 
-def search_all(address: tuple[str, int], request: object) -> list[dict[str, object]]:
+def search_all(address: tuple[str, int]) -> list[dict[str, object]]:
     answers = []
     for query in QUERIES:
         status, answer, _ = request(address, "POST", "/search", json.dumps({"query": query, "k": 10}).encode())
@@ -49,13 +45,12 @@ def search_all(address: tuple[str, int], request: object) -> list[dict[str, obje
 
 
 def test_search_of_an_hnsw_index_folder_answers_the_hits_of_its_texts(retrieval_run, corpus):
-    request, running_server = serve_helpers()
     facts = json.loads((corpus["hnsw"] / "index.json").read_text())
     assert facts["index"] == "hnsw" and facts["count"] == len(TEXTS) == 271 and facts["recall_at_10"] == 1.0
     with running_server(retrieval_run, "--corpus", str(corpus["texts"])) as server:
-        from_texts = search_all(server.address, request)
+        from_texts = search_all(server.address)
     with running_server(retrieval_run, "--corpus", str(corpus["hnsw"])) as server:
-        from_index = search_all(server.address, request)
+        from_index = search_all(server.address)
         status, schema, _ = request(server.address, "GET", "/openapi.json")
         info = request(server.address, "GET", "/info")[1]
     for texts, index in zip(from_texts, from_index):

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from xdpx.errors import UserError
-from xdpx.io.tsv_cells import escape, unescape  # noqa: F401 (x-pred's writers and the tools import them from here)
 
 
 def probabilities(logits: np.ndarray, regression: bool) -> np.ndarray:

@@ -29,6 +29,7 @@ from xdpx.inference.options import CALIBRATED, LOAD_OPTIONS, RAW_DATA_OPTIONS, r
 from xdpx.inference.rerank_options import SEARCH_OPTIONS
 from xdpx.io.credentials import redact
 from xdpx.io.ownership import Output
+from xdpx.io.tsv_cells import escape
 
 PRED_OPTIONS: list[Any] = [
     Option("predict_file_map", dict[str, str],
@@ -84,8 +85,6 @@ class Writer:
         self.numbers: list[int] = []
 
     def write(self, encoded: Any, logits: Any) -> None:
-        from xdpx.inference.outputs import escape  # lazy: loads numpy
-
         self.count += len(encoded.samples)
         if self.args.binary:
             self.logits.append(logits)

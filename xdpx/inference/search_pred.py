@@ -15,11 +15,11 @@ from xdpx import io
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args
 from xdpx.inference.loading import load_model
-from xdpx.inference.outputs import escape
 from xdpx.inference.rerank import Reranker
 from xdpx.inference.rerank_options import search_problems
 from xdpx.inference.retrieve import Retriever, read_lines
 from xdpx.io.credentials import redact
+from xdpx.io.tsv_cells import escape
 from xdpx.runtime import distributed
 
 

@@ -30,7 +30,7 @@ from xdpx.command import script
 from xdpx.config.errors import ConfigError
 from xdpx.data.targets import label_names
 from xdpx.errors import UserError
-from xdpx.inference.outputs import unescape
+from xdpx.io.tsv_cells import unescape
 from xdpx.scripts.result_tables import (
     PredictionTable,
     number_flag,

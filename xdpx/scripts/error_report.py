@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from xdpx.inference.outputs import escape
+from xdpx.io.tsv_cells import escape
 from xdpx.scripts.error_analysis import ConfusedPair, LabelScores, Mistake
 
 MISTAKES_FILE, PAIRS_FILE, LABELS_FILE, HTML_FILE = "mistakes.tsv", "confused_pairs.tsv", "per_label.tsv", "errors.html"

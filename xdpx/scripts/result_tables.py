@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from xdpx import io
 from xdpx.config.errors import ConfigError
 from xdpx.errors import UserError
-from xdpx.inference.outputs import unescape
 from xdpx.io.ownership import Output, check_outputs, record
+from xdpx.io.tsv_cells import unescape
 
 
 @dataclass

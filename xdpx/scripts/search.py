@@ -18,7 +18,7 @@ from xdpx import io
 from xdpx.command import script
 from xdpx.config.errors import ConfigError
 from xdpx.errors import UserError
-from xdpx.inference.outputs import escape
+from xdpx.io.tsv_cells import escape
 from xdpx.scripts.build_index import embed_texts, load_bi_encoder, read_texts
 from xdpx.scripts.result_tables import number_flag, split_flags
 
