@@ -6,7 +6,9 @@ positive among the positives of all pairs of the split (the candidate pool).
     python examples/retrieval/prepare_data.py          # examples/data/full/stsb_retrieval/{train,dev,test}.tsv
     python examples/retrieval/prepare_data.py --sample # the committed sample (examples/retrieval/data)
 
-Layout written: ``query<TAB>positive<TAB>score`` (tab-separated, STS-B's own train / dev / test split).
+Layout written: ``query<TAB>positive<TAB>score`` (tab-separated, STS-B's own train / dev / test split), and
+(not with --sample) ``train_sentences.txt``: every distinct sentence of the train pairs of any score, one a
+line, the corpus that hard negatives are mined from (``x-script mine_negatives ... --corpus``).
 Besides (not with --sample), the dev and test splits as BEIR folders, for corpus metrics (x-train's
 eval_corpus, x-eval, x-script eval_corpus) and reranking: ``examples/data/full/stsb_retrieval_beir/<split>/``
 with ``corpus.jsonl`` (the distinct second sentences of *all* the split's STS-B pairs, ids d0, d1...: the
@@ -65,10 +67,10 @@ def write_beir(rows: list[tuple[str, str, str]], seconds: list[str], folder: str
     print(f"  BEIR folder: {len(docs)} documents, {len(queries)} queries, {len(judged)} judgements -> {folder}")
 
 
-def all_sentences(source: str) -> list[str]:
-    """Every sentence of STS-B's train, dev and test pairs (first and second), in file order."""
+def all_sentences(source: str, splits: tuple[str, ...] = ("train", "dev", "test")) -> list[str]:
+    """Every sentence of STS-B's pairs in ``splits`` (first and second), in file order."""
     out = []
-    for split in ("train", "dev", "test"):
+    for split in splits:
         with open(os.path.join(source, f"{split}.tsv"), encoding="utf-8") as f:
             for cells in (line.rstrip("\n").split("\t") for line in f):
                 if len(cells) >= 7:
@@ -112,6 +114,12 @@ def main() -> None:
         if split != "train" and not args.sample:
             write_beir(rows, second_sentences(os.path.join(source, f"{split}.tsv")), os.path.join(out + "_beir", split))
     if not args.sample:
+        # the corpus to mine hard negatives from (x-script mine_negatives --corpus): every distinct sentence of
+        # the train pairs, whatever their score: many are on the same topic as a query but not its paraphrase
+        sentences = [t for t in dict.fromkeys(all_sentences(source, ("train",))) if t and "\t" not in t]
+        with open(os.path.join(out, "train_sentences.txt"), "w", encoding="utf-8") as f:
+            f.writelines(t + "\n" for t in sentences)
+        print(f"train_sentences.txt: {len(sentences)} distinct sentences of the train pairs -> {out}")
         write_beir_all(os.path.join(out + "_beir", "test"), all_sentences(source), os.path.join(out + "_beir_all", "test"))
 
 

@@ -1,6 +1,7 @@
 """x-script mine_negatives on the committed retrieval sample with the tiny retrieval run: the triplet file it
 writes is read by x-prepro (loader triplet) and trained on (loss triplet); every negative is a corpus text and
-none is a positive of its query; the --max-score threshold drops candidates; bad input (an empty file, a
+none is a positive of its query; the --max-score threshold and the --margin below the positives drop
+candidates, --negatives writes several per pair; bad input (an empty file, a
 run that is not a bi-encoder) is one line, exit 2, nothing written."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from retrieval_helpers import SAMPLE, prepro, train_config
 
 from tests.train.train_helpers import write_config
 from xdpx.cli import run_chain, x_script
+from xdpx.scripts.build_index import embed_texts, load_bi_encoder
 from xdpx.scripts.mine_negatives import pick_negatives
 
 PAIRS = [line.split("\t") for line in (SAMPLE / "train.tsv").read_text().splitlines()]
@@ -100,12 +102,45 @@ def test_pick_negatives_by_hand():
     query_vectors = np.array([[1.0, 0.0]])
     positives = {"q": {"p"}}
 
-    def pick(k: int, skip_top: int, max_score: float) -> tuple[dict[str, str], int]:
-        return pick_negatives(query_vectors, corpus_vectors, ["q"], corpus, positives, k, skip_top, max_score)
+    def pick(k: int, skip_top: int, max_score: float, ceiling: float | None = None,
+             count: int = 1) -> tuple[dict[str, list[str]], int]:
+        ceilings = None if ceiling is None else np.array([ceiling])
+        return pick_negatives(query_vectors, corpus_vectors, ["q"], corpus, positives, k, skip_top, max_score,
+                              ceilings, count)
 
-    assert pick(6, 0, 0.95) == ({"q": "a"}, 1)  # p and q dropped as the positive and the query; dup too close
-    assert pick(6, 0, 0.99) == ({"q": "dup"}, 0)
-    assert pick(6, 1, 0.95) == ({"q": "b"}, 1)
-    assert pick(6, 2, 0.95) == ({"q": "c"}, 1)
+    assert pick(6, 0, 0.95) == ({"q": ["a"]}, 1)  # p and q dropped as the positive and the query; dup too close
+    assert pick(6, 0, 0.99) == ({"q": ["dup"]}, 0)
+    assert pick(6, 1, 0.95) == ({"q": ["b"]}, 1)
+    assert pick(6, 2, 0.95) == ({"q": ["c"]}, 1)
     assert pick(6, 3, 0.95) == ({}, 1)
     assert pick(3, 0, 0.95) == ({}, 1)  # the top 3 are p, q and dup
+    # --negatives: the best usable ones in order; fewer when fewer are usable
+    assert pick(6, 0, 0.99, count=2) == ({"q": ["dup", "a"]}, 0)
+    assert pick(6, 1, 0.95, count=5) == ({"q": ["b", "c"]}, 1)
+    # --margin: the query's ceiling (its positive's 1.0 less 0.2 = 0.8) drops dup and a too, below max-score
+    assert pick(6, 0, 0.99, ceiling=0.8, count=2) == ({"q": ["b", "c"]}, 2)
+    assert pick(6, 0, 0.95, ceiling=0.99) == ({"q": ["a"]}, 1)  # the lower of the two thresholds holds
+
+
+def test_several_negatives_under_a_margin(retrieval_run, tmp_path, capsys):
+    """--negatives 2 --margin 0.05: up to two lines per pair, distinct negatives, each scoring at least 0.05 below
+    the query's positives by the run's own embeddings; the message names both thresholds."""
+    out = tmp_path / "triplets.tsv"
+    assert x_script(["mine_negatives", str(retrieval_run), str(SAMPLE / "train.tsv"), str(out), "--k", "20",
+                     "--max-score", "0.99", "--margin", "0.05", "--negatives", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "candidates above --max-score 0.99 or within --margin 0.05 of a positive dropped" in printed, printed
+    rows = [line.split("\t") for line in out.read_text().splitlines()]
+    by_pair: dict[tuple[str, str], list[str]] = {}
+    for query, positive, negative, _score in rows:
+        by_pair.setdefault((query, positive), []).append(negative)
+    assert len(rows) > len(PAIRS) and all(1 <= len(n) <= 2 and len(set(n)) == len(n) for n in by_pair.values())
+    loaded, _checkpoint = load_bi_encoder(str(retrieval_run), "<best>", None)
+    texts = sorted({t for row in rows for t in row[:3]} | {p[1] for p in PAIRS})
+    vectors = dict(zip(texts, embed_texts(loaded, texts, "test")))
+    positives: dict[str, set[str]] = {}
+    for query, positive, _score in PAIRS:
+        positives.setdefault(query, set()).add(positive)
+    for (query, _positive), negatives in by_pair.items():
+        ceiling = min(float(vectors[query] @ vectors[p]) for p in positives[query]) - 0.05
+        assert all(float(vectors[query] @ vectors[n]) <= ceiling + 1e-6 for n in negatives), query

@@ -1,17 +1,20 @@
 """``x-script mine_negatives SAVE_DIR TRAIN_FILE OUT_FILE [--k 10] [--skip-top 0] [--max-score 0.95]
-[--corpus FILE] [--corpus-column N] [--query-column 0] [--positive-column 1] [--checkpoint <best>]
-[--batch-size 64]``: hard negatives mined with a bi-encoder run, written as a triplet training file.
+[--margin M] [--negatives 1] [--corpus FILE] [--corpus-column N] [--query-column 0] [--positive-column 1]
+[--checkpoint <best>] [--batch-size 64]``: hard negatives mined with a bi-encoder run, written as a triplet
+training file.
 
 TRAIN_FILE is a TSV of training pairs (query in ``--query-column``, its positive in ``--positive-column``,
 any other columns, e.g. a score, kept). The corpus is the distinct positives of TRAIN_FILE, or the texts of
 ``--corpus`` (one per line, or column ``--corpus-column`` of a TSV). Every corpus text and every distinct
 query is embedded on its own with the run (as build_index does), and each query ranks the corpus by cosine;
 of its top ``--k`` the query's own positives (every positive it has in TRAIN_FILE), the query's own text
-and the near-duplicates scoring above ``--max-score`` are dropped, the ``--skip-top`` best of the rest are
-skipped (the nearest are more often unlabelled positives), and the best remaining one is the hard negative
-of each of the query's pairs. OUT_FILE gets ``query<TAB>positive<TAB>negative`` then the pair's other
-columns: what x-prepro reads with ``loader: triplet`` (a train file without a label column gives three
-columns: use ``label_column: null``). A pair whose query has no usable negative is left out and counted.
+and the near-duplicates scoring above ``--max-score`` are dropped, and with ``--margin M`` every candidate
+scoring above the query's lowest positive's score less M (a relative ceiling, as sentence-transformers'
+mine_hard_negatives has: on paraphrase data the nearest "negatives" are often unlabelled positives, which
+hurt a cross-encoder most), the ``--skip-top`` best of the rest are skipped, and the best ``--negatives``
+(1) remaining are the hard negatives of each of the query's pairs: one line per pair and negative.
+OUT_FILE gets ``query<TAB>positive<TAB>negative`` then the pair's other columns: what x-prepro reads with
+``loader: triplet`` (a train file without a label column gives three columns: use ``label_column: null``). A pair whose query has no usable negative is left out and counted.
 OUT_FILE is written at once at the end (atomically): a failure leaves nothing.
 """
 
@@ -34,8 +37,8 @@ from xdpx.scripts.build_index import embed_texts, load_bi_encoder, read_texts
 from xdpx.scripts.result_tables import check_writable, number_flag, split_flags, write_text
 
 USAGE = ("usage: x-script mine_negatives SAVE_DIR TRAIN_FILE OUT_FILE [--k 10] [--skip-top 0] [--max-score 0.95] "
-         "[--corpus FILE] [--corpus-column N] [--query-column 0] [--positive-column 1] [--checkpoint <best>] "
-         "[--batch-size 64]")
+         "[--margin M] [--negatives 1] [--corpus FILE] [--corpus-column N] [--query-column 0] [--positive-column 1] "
+         "[--checkpoint <best>] [--batch-size 64]")
 
 
 @dataclass
@@ -94,11 +97,12 @@ def read_corpus(path: str, column: int | None) -> list[str]:
 
 
 def pick_negatives(query_vectors: Any, corpus_vectors: Any, queries: list[str], corpus: list[str],
-                   positives: dict[str, set[str]], k: int, skip_top: int,
-                   max_score: float) -> tuple[dict[str, str], int]:
-    """The hard negative of each query that has one, and how many candidates scored above ``max_score``
+                   positives: dict[str, set[str]], k: int, skip_top: int, max_score: float,
+                   ceilings: Any = None, count: int = 1) -> tuple[dict[str, list[str]], int]:
+    """The hard negative of each query that has one, and how many candidates scored above ``max_score`` or
+    the query's own ceiling (``ceilings[i]``: its lowest positive's score less the margin; None: no ceiling)
     (the vectors: numpy ``[N, D]``, normalised)."""
-    negatives: dict[str, str] = {}
+    negatives: dict[str, list[str]] = {}
     too_close = 0
     k = min(k, len(corpus))
     for start in range(0, len(queries), 256):  # memory: [256, corpus] scores at a time
@@ -110,12 +114,13 @@ def pick_negatives(query_vectors: Any, corpus_vectors: Any, queries: list[str], 
                 text = corpus[i]
                 if text == query or text in positives[query]:
                     continue
-                if scores[row, i] > max_score:
+                ceiling = max_score if ceilings is None else min(max_score, ceilings[start + row])
+                if scores[row, i] > ceiling:
                     too_close += 1
                     continue
                 usable.append(text)
             if len(usable) > skip_top:
-                negatives[query] = usable[skip_top]
+                negatives[query] = usable[skip_top: skip_top + count]
     return negatives, too_close
 
 
@@ -124,13 +129,16 @@ def main(argv: list[str]) -> int:
     """Mine a hard negative for each training pair with a bi-encoder run and write a triplet training file."""
     positional, flags = split_flags(argv, {"k": "10", "skip_top": "0", "max_score": "0.95", "corpus": None,
                                            "corpus_column": None, "query_column": "0", "positive_column": "1",
-                                           "checkpoint": "<best>", "batch_size": None}, USAGE)
+                                           "checkpoint": "<best>", "batch_size": None, "margin": None,
+                                           "negatives": "1"}, USAGE)
     if len(positional) != 3:
         raise ConfigError([USAGE])
     save_dir, train_path, out_path = positional
     k = int(number_flag(flags, "k", USAGE, low=0))
     skip_top = int(number_flag(flags, "skip_top", USAGE, low=-1))
     max_score = number_flag(flags, "max_score", USAGE)
+    count = int(number_flag(flags, "negatives", USAGE, low=0))
+    margin = number_flag(flags, "margin", USAGE) if flags["margin"] is not None else None
     query_column = int(number_flag(flags, "query_column", USAGE, low=-1))
     positive_column = int(number_flag(flags, "positive_column", USAGE, low=-1))
     if query_column == positive_column:
@@ -152,8 +160,15 @@ def main(argv: list[str]) -> int:
     queries = list(pairs.positives)
     corpus_vectors = embed_texts(predictor, corpus, "mine_negatives")
     query_vectors = embed_texts(predictor, queries, "mine_negatives")
+    ceilings = None
+    if margin is not None:  # each query's ceiling: its lowest positive's score less the margin
+        positive_texts = list(dict.fromkeys(p for q in queries for p in sorted(pairs.positives[q])))
+        row_of = {text: i for i, text in enumerate(positive_texts)}
+        positive_vectors = embed_texts(predictor, positive_texts, "mine_negatives")
+        ceilings = np.array([min(float(query_vectors[i] @ positive_vectors[row_of[p]]) for p in pairs.positives[q])
+                             for i, q in enumerate(queries)]) - margin
     negatives, too_close = pick_negatives(query_vectors, corpus_vectors, queries, corpus, pairs.positives, k,
-                                          skip_top, max_score)
+                                          skip_top, max_score, ceilings, count)
     lines, without = [], 0
     for cells in pairs.rows:
         query, positive = cells[query_column].strip(), cells[positive_column].strip()
@@ -161,16 +176,18 @@ def main(argv: list[str]) -> int:
             without += 1
             continue
         rest = [cell for i, cell in enumerate(cells) if i not in (query_column, positive_column)]
-        lines.append("\t".join([query, positive, negatives[query], *rest]) + "\n")
+        lines.extend("\t".join([query, positive, negative, *rest]) + "\n" for negative in negatives[query])
     source = f"--corpus {flags['corpus']}" if flags["corpus"] is not None else "the positives of TRAIN_FILE"
+    threshold = f"--max-score {max_score:g}" + (f" or within --margin {margin:g} of a positive" if margin is not None
+                                                 else "")
     print(f"mine_negatives: {len(pairs.rows)} pairs, {len(queries)} distinct queries; corpus {len(corpus)} texts "
           f"({source}); checkpoint {checkpoint}")
     if not lines:
         raise UserError(f"{train_path}: no pair has a usable negative among the top {k} (positives dropped, "
-                          f"{too_close} candidates above --max-score {max_score:g}, --skip-top {skip_top}): nothing "
+                          f"{too_close} candidates above {threshold}, --skip-top {skip_top}): nothing "
                           f"written to {out_path}; raise --k or --max-score, or give a larger --corpus")
     write_text("mine_negatives", out_path, "".join(lines))
     print(f"mine_negatives: {len(lines)} triplets (query, positive, hard negative) -> {out_path}; {without} pairs "
-          f"without a usable negative in the top {k} (left out); {too_close} candidates above --max-score "
-          f"{max_score:g} dropped; {time.time() - started:.1f}s")
+          f"without a usable negative in the top {k} (left out); {too_close} candidates above {threshold} "
+          f"dropped; {time.time() - started:.1f}s")
     return 0
