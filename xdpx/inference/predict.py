@@ -147,7 +147,8 @@ class PredictCommand(Command):
         from xdpx.inference.explain_columns import check_explain
 
         check_explain(args, run_args)
-        if args.get("search_corpus") or args.get("rerank"):  # retrieve, then rerank (xdpx/inference/search_pred.py)
+        # retrieve, then rerank (xdpx/inference/search_pred.py); a rerank_weight alone is refused there
+        if args.get("search_corpus") or args.get("rerank") or not args.is_default("rerank_weight"):
             # lazy: numpy and the models; the module is x-pred's only with search_corpus
             from xdpx.inference.search_pred import search_command
 

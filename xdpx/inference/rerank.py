@@ -8,6 +8,11 @@ classes: ``logit[1] - logit[0]``), in float64; a regression run's score is its o
 probability of ``1`` does, without the probability's saturation at 1.0 in float32. Ties keep the first
 stage's order (a stable sort).
 
+``rerank_weight`` w < 1 orders by a convex combination of the two stages instead (Bruch et al. 2023, "An
+Analysis of Fusion Functions for Hybrid Retrieval"): over a query's reranked candidates, ``w * minmax(reranker
+scores) + (1 - w) * minmax(first-stage cosines)`` (:func:`fuse_scores`); w = 1 (the default) is the reranker's
+order alone, w = 0 the first stage's.
+
 Used by x-eval (a cross-encoder on a BEIR folder reranks a bi-encoder's top ``rerank_k``: both stages'
 metrics), x-pred (``rerank``, ``rerank_k``) and x-serve (``--reranker``, POST /search ``"rerank": k``).
 """
@@ -102,17 +107,49 @@ def rerank_order(scores: np.ndarray) -> np.ndarray:
     return np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
 
 
+def minmax(values: np.ndarray) -> np.ndarray:
+    """``(x - min) / (max - min)`` in float64; all zeros for a constant (or one-value, or empty) list."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return values.copy()
+    low, high = values.min(), values.max()
+    return np.zeros_like(values) if high == low else (values - low) / (high - low)
+
+
+def fuse_scores(rerank: np.ndarray, first: np.ndarray, weight: float) -> np.ndarray:
+    """The convex combination of one query's candidates: ``weight * minmax(rerank) + (1 - weight) *
+    minmax(first)`` (the reranker's scores and the first stage's cosines, both in first-stage order), float64.
+    Each stage is normalised over the candidates, so neither's scale (log-odds, cosines) outweighs the other."""
+    rerank, first = np.asarray(rerank, dtype=np.float64), np.asarray(first, dtype=np.float64)
+    if rerank.shape != first.shape:
+        raise ValueError(f"{rerank.shape[0]} reranker scores for {first.shape[0]} first-stage scores")
+    return weight * minmax(rerank) + (1.0 - weight) * minmax(first)
+
+
+def fused_order(rerank: np.ndarray, first: np.ndarray | None, weight: float = 1.0) -> np.ndarray:
+    """The candidates' positions best first: by the reranker's score alone when ``weight`` is 1 (exactly
+    :func:`rerank_order`: the normalisation could round two close scores into a tie), else by
+    :func:`fuse_scores`; ties keep the first stage's order."""
+    if weight == 1.0 or first is None:
+        return rerank_order(rerank)
+    return rerank_order(fuse_scores(rerank, first, weight))
+
+
 def rerank_lists(reranker: Reranker, queries: Sequence[str], candidates: Sequence[Sequence[str]],
-                 progress: str | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+                 progress: str | None = None, first_scores: Sequence[Sequence[float]] | None = None,
+                 weight: float = 1.0) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per query, (order, scores): ``order`` the positions of its candidates (texts, first-stage order) best
-    first by the reranker, ``scores`` the reranker's score of each candidate in the first-stage order. All
-    pairs go through the model in one batched pass."""
+    first by the reranker, or with ``weight`` < 1 by its fusion with ``first_scores`` (each query's
+    first-stage scores of its candidates, :func:`fuse_scores`), ``scores`` the reranker's score of each
+    candidate in the first-stage order. All pairs go through the model in one batched pass."""
+    if weight != 1.0 and first_scores is None:
+        raise ValueError("a rerank weight below 1 fuses the first stage's scores: pass first_scores")
     pairs = [(q, text) for q, texts in zip(queries, candidates) for text in texts]
     scores = reranker.score(pairs, progress)
     out, start = [], 0
-    for texts in candidates:
+    for number, texts in enumerate(candidates):
         mine = scores[start: start + len(texts)]
-        out.append((rerank_order(mine), mine))
+        out.append((fused_order(mine, None if first_scores is None else first_scores[number], weight), mine))
         start += len(texts)
     return out
 
@@ -121,23 +158,29 @@ FIRST_STAGE = "first_stage."  # the columns of the first stage's metrics beside 
 
 
 def evaluate_reranking(reranker: Reranker, first_stage: Any, data: Any, ks: list[int], rerank_k: int,
-                       progress: str = "x-eval rerank") -> dict[str, float]:
+                       progress: str = "x-eval rerank", weight: float = 1.0) -> dict[str, float]:
     """Both stages' corpus metrics on a BEIR set (xdpx/data/beir.py): the bi-encoder ``first_stage`` (a
     LoadedModel) ranks the whole corpus by the dot product of its embeddings, as x-eval of that run does
-    (``first_stage.ndcg_at_10`` ...), then the reranker orders each query's top ``rerank_k`` again, the
-    documents below them keeping their first-stage places (``ndcg_at_10`` ...)."""
+    (``first_stage.ndcg_at_10`` ...), then the reranker orders each query's top ``rerank_k`` again (with
+    ``weight`` < 1, by its fusion with those dot products: :func:`fuse_scores`), the documents below them
+    keeping their first-stage places (``ndcg_at_10`` ...)."""
     doc_ids, query_ids = list(data.corpus), list(data.queries)
     texts = {doc: f"{title} {text}".strip() for doc, (title, text) in data.corpus.items()}
     documents = embed(first_stage, list(texts.values()), progress=f"{progress} corpus").astype(np.float64)
     queries = embed(first_stage, list(data.queries.values()), progress=f"{progress} queries").astype(np.float64)
     depth = max(max(ks), rerank_k)
+    place = {doc: i for i, doc in enumerate(doc_ids)}
     first: dict[str, list[str]] = {}
+    cosines: dict[str, list[float]] = {}  # each query's scores of its top rerank_k (what fusion weighs)
     for start in range(0, len(queries), 256):  # memory: [256, documents] scores at a time
-        first.update(zip(query_ids[start: start + 256], top_k(queries[start: start + 256] @ documents.T, doc_ids,
-                                                              depth)))
+        block = queries[start: start + 256] @ documents.T
+        for q, row, ranked in zip(query_ids[start: start + 256], block, top_k(block, doc_ids, depth)):
+            first[q] = ranked
+            cosines[q] = [float(row[place[d]]) for d in ranked[:rerank_k]]
     candidates = [first[q][:rerank_k] for q in query_ids]
     orders = rerank_lists(reranker, list(data.queries.values()), [[texts[d] for d in c] for c in candidates],
-                          progress=f"{progress} pairs")
+                          progress=f"{progress} pairs", first_scores=[cosines[q] for q in query_ids],
+                          weight=weight)
     reranked = {q: [c[i] for i in order] + first[q][rerank_k:]
                 for q, c, (order, _scores) in zip(query_ids, candidates, orders)}
     out = {FIRST_STAGE + name: value for name, value in ir_metrics(first, data.qrels, ks).items()}

@@ -5,6 +5,8 @@ models) so that a command's start-up reads them without loading anything.
   reranks the first stage's top ``rerank_k`` and reports both stages.
 - x-pred: ``rerank`` (a cross-encoder run) + ``rerank_k`` with ``index`` (an x-script build_index folder):
   each query's top ``rerank_k`` of the index, reranked.
+- both: ``rerank_weight`` w: with w < 1 the candidates are ordered by ``w * minmax(reranker scores) + (1 - w) *
+  minmax(first-stage cosines)`` (xdpx/inference/rerank.py fuse_scores); 1 (the default): the reranker alone.
 """
 
 from __future__ import annotations
@@ -14,9 +16,20 @@ from typing import Any
 from xdpx import io
 from xdpx.config.errors import ConfigError
 from xdpx.config.options import Args, Option
-from xdpx.config.ranges import at_least
+from xdpx.config.ranges import at_least, in_range
 from xdpx.config.writers import ARGS_FILE, read_args
 from xdpx.models.choice import head_name, model_label
+
+
+def weight_option(needs: str) -> Option:
+    """``rerank_weight``: the same option in x-eval (``needs`` first_stage) and x-pred (rerank)."""
+    return Option("rerank_weight", float, default=1.0, validate=in_range(0, 1),
+                  doc=f"with {needs}: the reranker's share w of the order: each query's reranked candidates are "
+                      "ordered by w * minmax(reranker scores) + (1 - w) * minmax(first-stage cosines), each min-max "
+                      "normalised over the query's candidates (a constant list gives zeros), ties in the first-stage "
+                      "order; 1: the reranker's order alone, 0: the first stage's. Below 1 when the reranker alone "
+                      "does not beat the first stage (choose w on a dev BEIR folder with x-eval)")
+
 
 FIRST_STAGE_OPTIONS: list[Any] = [
     Option("first_stage", str, default=None, path="input",
@@ -26,7 +39,16 @@ FIRST_STAGE_OPTIONS: list[Any] = [
     Option("rerank_k", int, default=100, validate=at_least(1),
            doc="the candidates of each query the reranker orders again (the first stage's top rerank_k); the "
                "documents below keep their first-stage places"),
+    weight_option("first_stage"),
 ]
+
+
+def weight_problem(args: Any, needs: str) -> str | None:
+    """rerank_weight set (not 1) where nothing is reranked: one line naming the key (None when fine)."""
+    if args.is_default("rerank_weight") or args.get(needs):
+        return None
+    return (f"{args.source('rerank_weight')}: key 'rerank_weight': {args.rerank_weight} weighs a reranker's "
+            f"scores against the first stage's, and {needs} is not set: set {needs} or remove rerank_weight")
 
 
 def reranker_problem(run_args: Any, where: str) -> str | None:
@@ -55,6 +77,9 @@ def reranking(args: Any, run_args: Any) -> bool:
     """Whether this x-eval reranks (``first_stage`` set); ConfigError for a run or first stage of the wrong
     kind, before anything loads."""
     where = args.source("first_stage")
+    problem = weight_problem(args, "first_stage")
+    if problem:
+        raise ConfigError(problem)
     if not args.get("first_stage"):
         return False
     problem = reranker_problem(run_args, f"{args.source('save_dir')}: key 'save_dir': {args.save_dir}")
@@ -79,16 +104,19 @@ SEARCH_OPTIONS: list[Any] = [
                "bi-encoder's order"),
     Option("rerank_k", int, default=100, validate=at_least(1),
            doc="with rerank: the first-stage hits the reranker orders (at least search_k)"),
+    weight_option("rerank"),
 ]
 
 
 def search_problems(args: Any, run_args: Any) -> list[str]:
-    """x-pred's search_corpus / rerank against the runs, before anything loads (one line each)."""
+    """x-pred's search_corpus / rerank / rerank_weight against the runs, before anything loads (one line each)."""
+    weight = weight_problem(args, "rerank")
     if not args.get("search_corpus"):
         return [f"{args.source('rerank')}: key 'rerank': a reranker orders the hits of search_corpus: set "
-                "search_corpus (the texts to search) or rerank: null"] if args.get("rerank") else []
+                "search_corpus (the texts to search) or rerank: null"] if args.get("rerank") else [weight] if weight \
+            else []
     where = args.source("search_corpus")
-    problems = []
+    problems = [weight] if weight else []
     if head_name(run_args) != "bi_encoder":
         problems.append(f"{where}: key 'search_corpus': the queries are embedded by save_dir's run, and "
                         f"{args.save_dir} is a {model_label(run_args)} run: give a bi-encoder run")

@@ -6,7 +6,9 @@ build_index wrote with the same run: x-serve --corpus INDEX_FOLDER), and with a 
 
 A hit is ``{"rank", "id", "text", "score"}`` (score: the bi-encoder's cosine); a reranked hit adds
 ``rerank_score`` (the reranker's log-odds of relevance) and ``first_stage_rank`` (its rank before). Equal
-cosines are ordered by id; equal reranker scores keep the first stage's order. x-pred (``search_corpus``,
+cosines are ordered by id; equal reranker scores keep the first stage's order. With a ``rerank_weight`` below
+1 the reranked hits are ordered by the fusion of the two stages' scores (xdpx/inference/rerank.py
+fuse_scores); the hits keep both scores. x-pred (``search_corpus``,
 ``rerank``) and x-serve (``--corpus``, ``--reranker``, POST /search) answer through :class:`Retriever`.
 """
 
@@ -49,10 +51,13 @@ def read_lines(path: str, what: str) -> list[str]:
 class Retriever:
     """A corpus embedded by a bi-encoder (``loaded``: its LoadedModel) and an optional reranker."""
 
-    def __init__(self, loaded: Any, texts: list[str], reranker: Reranker | None = None, index: Any = None) -> None:
+    def __init__(self, loaded: Any, texts: list[str], reranker: Reranker | None = None, index: Any = None,
+                 rerank_weight: float = 1.0) -> None:
         """``index``: an index of ``texts`` built with the same run (x-script build_index, read back by
-        xdpx/runtime/vector_index.py), searched instead of embedding the texts now."""
+        xdpx/runtime/vector_index.py), searched instead of embedding the texts now. ``rerank_weight``: the
+        reranker's share of the reranked order (1: its order alone; below 1 fused with the cosines)."""
         self.loaded, self.texts, self.reranker, self.index = loaded, texts, reranker, index
+        self.rerank_weight = rerank_weight
         self.vectors = None if index is not None else embed(loaded, texts, progress="corpus").astype(np.float64)
         self.lock = threading.Lock()  # one search at a time: the models' threads already use the cores
 
@@ -93,7 +98,8 @@ class Retriever:
                 return [[hit(rank, i, score, self.texts[i]) for rank, (i, score) in enumerate(hits[:k], start=1)]
                         for hits in ranked]
             orders = rerank_lists(self.reranker, queries, [[self.texts[i] for i, _ in hits] for hits in ranked],
-                                  progress="rerank")
+                                  progress="rerank", first_scores=[[score for _, score in hits] for hits in ranked],
+                                  weight=self.rerank_weight)
         out = []
         for hits, (order, scores) in zip(ranked, orders):
             out.append([{**hit(rank, hits[j][0], hits[j][1], self.texts[hits[j][0]]),

@@ -2,9 +2,10 @@
 query line of each input, with the bi-encoder run of save_dir (xdpx/inference/retrieve.py).
 
 Each output is a TSV with a header: ``query_number`` (the query's 0-based line among the input's queries),
-``query``, ``rank`` (1 = best), ``id`` (the text's line in search_corpus minus 1), ``score`` (the bi-encoder's
-cosine), with ``rerank``: ``rerank_score`` (the reranker's log-odds of relevance) and ``first_stage_rank``,
-then ``text``; texts escaped as x-pred's other outputs (xdpx/inference/outputs.py). Written whole at the end.
+``query``, ``rank`` (1 = best; with ``rerank_weight`` below 1, by the fusion of both stages' scores), ``id``
+(the text's line in search_corpus minus 1), ``score`` (the bi-encoder's cosine), with ``rerank``:
+``rerank_score`` (the reranker's log-odds of relevance) and ``first_stage_rank``, then ``text``; texts escaped
+as x-pred's other outputs (xdpx/inference/outputs.py). Written whole at the end.
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ def search_inputs(args: Args, run_args: Args, inputs: list[tuple[str, list[str],
     loaded = load_model(args, run_args)
     reranker = Reranker.load(args.rerank, None, args.batch_size) if args.get("rerank") else None
     corpus = read_lines(args.search_corpus, "corpus texts")
-    retriever = Retriever(loaded, corpus, reranker)
+    retriever = Retriever(loaded, corpus, reranker, rerank_weight=args.rerank_weight)
+    fused = f" (fused with the cosines, rerank_weight {args.rerank_weight})" if args.rerank_weight != 1.0 else ""
     print(f"x-pred: {len(corpus)} corpus texts of {redact(args.search_corpus)} embedded"
-          + (f"; reranking the top {args.rerank_k} with {redact(args.rerank)}" if reranker else ""))
+          + (f"; reranking the top {args.rerank_k} with {redact(args.rerank)}{fused}" if reranker else ""))
     for name, queries, output in inputs:
         hits = retriever.search(queries, args.search_k, args.rerank_k if reranker else None)
         columns = ["query_number", "query", "rank", "id", "score"] + (["rerank_score", "first_stage_rank"]

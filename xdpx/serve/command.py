@@ -109,6 +109,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--reranker", default=None,
                         help="with --corpus: a cross-encoder run that reorders a query's first hits when a /search "
                              "request asks {\"rerank\": N}")
+    parser.add_argument("--rerank-weight", "--rerank_weight", type=float, default=1.0, dest="rerank_weight",
+                        metavar="W",
+                        help="with --reranker: the reranker's share w of a reranked order, in [0, 1]: hits ordered "
+                             "by w * minmax(reranker scores) + (1 - w) * minmax(cosines) over the reranked ones "
+                             "(default %(default)s: the reranker's order alone; 0: the cosines')")
     limits = parser.add_argument_group("limits (each broken limit is a 4xx answer naming it)")
     limits.add_argument("--max_queue", type=int, default=2048,
                         help="samples waiting or being predicted; beyond, 503 with Retry-After (default %(default)s)")
@@ -168,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         from xdpx.serve.search import load_searcher
 
         try:
-            searcher = run_in(executor, load_searcher, predictor, options.corpus, options.reranker, options.batch_size)
+            searcher = run_in(executor, load_searcher, predictor, options.corpus, options.reranker, options.batch_size,
+                              options.rerank_weight)
         except (ConfigError, UserError) as e:
             executor.shutdown()
             print(f"x-serve: error: {e}", file=sys.stderr)
@@ -189,9 +195,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def search_flags_problem(options: argparse.Namespace) -> str | None:
-    """Why --corpus / --reranker cannot be served as given (None when they can)."""
+    """Why --corpus / --reranker / --rerank-weight cannot be served as given (None when they can)."""
     if options.reranker is not None and options.corpus is None:
         return "--reranker reorders the hits of POST /search: give --corpus TEXTS too"
+    if not 0.0 <= options.rerank_weight <= 1.0:  # NaN fails both comparisons
+        return f"--rerank-weight must be in [0, 1] (the reranker's share of the order), got {options.rerank_weight}"
+    if options.rerank_weight != 1.0 and options.reranker is None:
+        return "--rerank-weight weighs the reranker's scores against the cosines: give --reranker RUN too"
     if options.corpus is not None and options.port is None:
         return "--corpus serves POST /search over HTTP: give --port"
     if options.corpus is not None and options.workers > 1:

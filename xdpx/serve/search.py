@@ -8,8 +8,9 @@ with the served run's checkpoint (index.json records it), else x-serve refuses t
 (default 10) hits by the bi-encoder's cosine, or with ``rerank`` (needs --reranker) the first ``rerank`` hits
 ordered again by the reranker and the best ``k`` of them. The answer is ``{"query", "k", "rerank", "hits"}``,
 each hit ``{"rank", "id", "text", "score"}`` plus, reranked, ``rerank_score`` (the reranker's log-odds of
-relevance) and ``first_stage_rank``. A body that is not such an object is 400 (not JSON) or 422 (the field
-and why); a server started without --corpus answers 404.
+relevance) and ``first_stage_rank``; with ``--rerank-weight W`` below 1 (server-wide) the reranked hits are
+ordered by the fusion of both stages' scores (xdpx/inference/rerank.py fuse_scores). A body that is not such
+an object is 400 (not JSON) or 422 (the field and why); a server started without --corpus answers 404.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ MAX_HITS = 1000  # the largest k or rerank of a request: the work of one request
 FIELDS = ("query", "k", "rerank")
 
 
-def load_searcher(predictor: Any, corpus: str, reranker: str | None, batch_size: int | None = None) -> Retriever:
-    """The Retriever of x-serve's --corpus (and --reranker); ConfigError (exit 2) for a run of the wrong kind
-    or a bad corpus file, before the corpus is embedded."""
+def load_searcher(predictor: Any, corpus: str, reranker: str | None, batch_size: int | None = None,
+                  rerank_weight: float = 1.0) -> Retriever:
+    """The Retriever of x-serve's --corpus (and --reranker, --rerank-weight); ConfigError (exit 2) for a run
+    of the wrong kind or a bad corpus file, before the corpus is embedded."""
     if not serves_embeddings(predictor):
         raise ConfigError(f"--corpus: POST /search embeds queries with a bi-encoder run, and this run is a "
                           f"{model_label(predictor.loaded.run_args)}")
@@ -60,7 +62,7 @@ def load_searcher(predictor: Any, corpus: str, reranker: str | None, batch_size:
         if problem:
             raise ConfigError(problem)
         model = Reranker.load(reranker, None, batch_size)
-    return Retriever(predictor.loaded, texts, model, index)
+    return Retriever(predictor.loaded, texts, model, index, rerank_weight=rerank_weight)
 
 
 def served_index(predictor: Any, folder: str) -> tuple[Any, list[str]]:
