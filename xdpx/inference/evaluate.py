@@ -224,5 +224,6 @@ def rerank_corpus(args: Args, loaded: Any, data: Any) -> dict[str, float]:
 
     first = load_run(args.first_stage, None, args.batch_size)
     reranker = Reranker(loaded, relevant_column(loaded, args.save_dir), args.save_dir)
-    return evaluate_reranking(reranker, first, data, list(first.run_args.get("recall_at") or [1, 10]), args.rerank_k,
-                              weight=args.rerank_weight)
+    metrics = evaluate_reranking(reranker, first, data, list(first.run_args.get("recall_at") or [1, 10]),
+                                 args.rerank_k, weight=args.rerank_weight)
+    return {**metrics, "rerank_weight": float(args.rerank_weight)}  # which row of a loop over weights is which
