@@ -130,6 +130,7 @@ def test_x_eval_weight_zero_is_the_first_stage_and_a_middle_weight_the_fused_ord
         assert float(half[name]) == pytest.approx(value, abs=1e-6), name
     assert fused != first and fused != reranked  # the fusion is neither stage's order on this set
     assert [half[f"first_stage.{n}"] for n in NAMES] == [alone[f"first_stage.{n}"] for n in NAMES]
+    assert [float(r["rerank_weight"]) for r in (zero, half, alone)] == [0.0, 0.5, 1.0]  # each row names its weight
 
 
 @pytest.mark.parametrize("options, message", [
