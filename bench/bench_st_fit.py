@@ -61,7 +61,7 @@ def xdpx_side(out: str, run: str | None = None) -> dict[str, float]:
     save_dir = os.path.join(out, "xdpx_run")
     config = json.dumps({"__parent__": "examples/retrieval/train_retrieval_minilm", "save_dir": save_dir,
                          "eval_interval": 1000})  # one evaluation, at the end
-    if run:  # a run of the same config trained before (bench/bench_retrieval_stages.sh's inbatch)
+    if run:  # a run of the same config (train_retrieval_minilm as it is) trained before
         save_dir = run
     else:
         subprocess.run(["x-train", "-"], input=config, text=True, check=True)
