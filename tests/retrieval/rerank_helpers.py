@@ -7,13 +7,16 @@ does not form from scratch in that little; re2's alignment layer does, dev AUC a
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
+import numpy as np
 from retrieval_helpers import REPO, SAMPLE, run_killable
 
 from tests.train.train_helpers import write_config
 from xdpx.cli import run_chain, x_script
+from xdpx.inference.rerank import Reranker
 
 RERANKER = {"model": "re2", "embedding_dim": 32, "hidden_size": 32, "blocks": 1, "dropout": 0.0,
             "loss": "cross_entropy", "batch_size": 16, "learning_rate": 3e-3, "max_epoch": 6, "eval_interval": 20,
@@ -39,3 +42,33 @@ def rerank_data(root: Path, bi_encoder: Path) -> Path:
 def train_reranker(root: Path, data_dir: Path) -> Path:
     assert run_killable(write_config(root / "rerank.json", data_dir, root / "reranker", base=RERANKER)) == 0
     return root / "reranker"
+
+
+def read_tsv(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8") as f:
+        return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def ranks_by_hand(order: list[list[int]]) -> dict[str, float]:
+    """recall@1, MRR@10 and NDCG@10 of rankings where query i's one relevant document is document i."""
+    ranks = [row.index(i) + 1 if i in row[:10] else None for i, row in enumerate(order)]
+    return {"recall_at_1": float(np.mean([r == 1 for r in ranks])),
+            "mrr_at_10": float(np.mean([1 / r if r else 0.0 for r in ranks])),
+            "ndcg_at_10": float(np.mean([1 / np.log2(r + 1) if r else 0.0 for r in ranks]))}
+
+
+def stages_by_hand(root: Path, bi_encoder: Path, reranker: Path, rows: list[list[str]],
+                   rerank_k: int = 5) -> tuple[np.ndarray, list[list[int]], np.ndarray]:
+    """The dev BEIR folder's two stages computed outside x-eval: (cosines [query, document] from the
+    bi-encoder's x-pred embeddings of the pairs, each query's 10 nearest documents, the reranker's scores of
+    each query's first ``rerank_k``, query by query)."""
+    (root / "pairs.tsv").write_text("".join("\t".join(r) + "\n" for r in rows))
+    (root / "pred.json").write_text(json.dumps({"save_dir": str(bi_encoder), "binary": True,
+                                                "predict_file_map": {str(root / "pairs.tsv"): str(root / "pairs.npz")}}))
+    assert run_chain(["x-pred", str(root / "pred.json")]) == 0
+    embeddings = np.load(root / "pairs.npz")["embeddings"].astype(np.float64)
+    cosines = embeddings[:, 0] @ embeddings[:, 1].T
+    first = [list(np.argsort(-row, kind="stable")[:10]) for row in cosines]
+    scores = Reranker.load(str(reranker)).score([(rows[q][0], rows[d][1]) for q in range(len(rows))
+                                                 for d in first[q][:rerank_k]])
+    return cosines, first, scores

@@ -4,20 +4,14 @@ reranker on a BEIR folder with a bi-encoder first stage reports both stages, che
 
 from __future__ import annotations
 
-import csv
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from rerank_helpers import ranks_by_hand, read_tsv, stages_by_hand
 from retrieval_helpers import dev_beir
 
 from xdpx.cli import run_chain, x_script
-
-
-def read_tsv(path: Path) -> list[dict[str, str]]:
-    with open(path, encoding="utf-8") as f:
-        return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
 def test_rerank_pairs_labels_each_distinct_pair_once(tmp_path, capsys):
@@ -58,17 +52,7 @@ def test_the_reranker_trains_and_its_scores_are_the_log_odds_of_x_pred(reranker,
     np.testing.assert_allclose(1 / (1 + np.exp(-scores)), p1, atol=2e-6)
 
 
-def ranks_by_hand(order: list[list[int]]) -> dict[str, float]:
-    """recall@1, MRR@10 and NDCG@10 of rankings where query i's one relevant document is document i."""
-    ranks = [row.index(i) + 1 if i in row[:10] else None for i, row in enumerate(order)]
-    return {"recall_at_1": float(np.mean([r == 1 for r in ranks])),
-            "mrr_at_10": float(np.mean([1 / r if r else 0.0 for r in ranks])),
-            "ndcg_at_10": float(np.mean([1 / np.log2(r + 1) if r else 0.0 for r in ranks]))}
-
-
 def test_x_eval_reranks_the_first_stage_top_k_and_reports_both_stages(retrieval_run, reranker, tmp_path):
-    from xdpx.inference.rerank import Reranker
-
     rows = dev_beir(tmp_path / "beir")
     for run, out, extra in ((retrieval_run, "first.tsv", {}),
                             (reranker, "reranked.tsv", {"first_stage": str(retrieval_run), "rerank_k": 5})):
@@ -81,16 +65,7 @@ def test_x_eval_reranks_the_first_stage_top_k_and_reports_both_stages(retrieval_
 
     # by hand: the bi-encoder's embeddings of the pairs (x-pred), each query's 5 nearest positives by cosine,
     # ordered again by the reranker's scores (ties: first-stage order), the 6th to 10th left in place
-    (tmp_path / "pairs.tsv").write_text("".join("\t".join(r) + "\n" for r in rows))
-    (tmp_path / "pred.json").write_text(json.dumps({"save_dir": str(retrieval_run), "binary": True,
-                                                    "predict_file_map": {str(tmp_path / "pairs.tsv"):
-                                                                         str(tmp_path / "pairs.npz")}}))
-    assert run_chain(["x-pred", str(tmp_path / "pred.json")]) == 0
-    embeddings = np.load(tmp_path / "pairs.npz")["embeddings"].astype(np.float64)
-    cosines = embeddings[:, 0] @ embeddings[:, 1].T
-    first = [list(np.argsort(-row, kind="stable")[:10]) for row in cosines]
-    scores = Reranker.load(str(reranker)).score([(rows[q][0], rows[d][1]) for q in range(len(rows))
-                                                 for d in first[q][:5]])
+    _cosines, first, scores = stages_by_hand(tmp_path, retrieval_run, reranker, rows)
     reranked = []
     for q in range(len(rows)):
         mine = scores[5 * q: 5 * q + 5]

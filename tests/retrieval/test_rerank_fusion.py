@@ -5,13 +5,13 @@ first stage's order everywhere; bad weights are exit 2 naming the key or flag.""
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from rerank_helpers import ranks_by_hand, read_tsv, stages_by_hand
 from retrieval_helpers import REPO, SAMPLE, dev_beir
 
 from xdpx.cli import run_chain
@@ -20,11 +20,6 @@ from xdpx.inference.rerank import fuse_scores, fused_order, rerank_lists, rerank
 ROWS = [line.split("\t") for line in (SAMPLE / "dev.tsv").read_text().splitlines()]
 QUERIES = [r[0] for r in ROWS[:5]]
 NAMES = [f"{m}_at_{k}" for m in ("ndcg", "map", "mrr", "recall", "precision") for k in (1, 10)]
-
-
-def read_tsv(path: Path) -> list[dict[str, str]]:
-    with open(path, encoding="utf-8") as f:
-        return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
 def by_hand(rerank: list[float], first: list[float], weight: float) -> list[int]:
@@ -90,18 +85,8 @@ def x_eval(tmp_path: Path, run: Path, out: str, **options: object) -> dict[str, 
     return read_tsv(tmp_path / out)[0]
 
 
-def ranks_by_hand(order: list[list[int]]) -> dict[str, float]:
-    """recall@1, MRR@10 and NDCG@10 where query i's one relevant document is document i."""
-    ranks = [row.index(i) + 1 if i in row[:10] else None for i, row in enumerate(order)]
-    return {"recall_at_1": float(np.mean([r == 1 for r in ranks])),
-            "mrr_at_10": float(np.mean([1 / r if r else 0.0 for r in ranks])),
-            "ndcg_at_10": float(np.mean([1 / np.log2(r + 1) if r else 0.0 for r in ranks]))}
-
-
 def test_x_eval_weight_zero_is_the_first_stage_and_a_middle_weight_the_fused_order(retrieval_run, reranker,
                                                                                     tmp_path):
-    from xdpx.inference.rerank import Reranker
-
     rows = dev_beir(tmp_path / "beir")
     first_stage = {"first_stage": str(retrieval_run), "rerank_k": 5}
     zero = x_eval(tmp_path, reranker, "zero.tsv", rerank_weight=0, **first_stage)
@@ -111,16 +96,7 @@ def test_x_eval_weight_zero_is_the_first_stage_and_a_middle_weight_the_fused_ord
 
     # by hand: the bi-encoder's cosines (x-pred's embeddings), each query's top 5 fused with the reranker's
     # scores at 0.5, the 6th to 10th left in place
-    (tmp_path / "pairs.tsv").write_text("".join("\t".join(r) + "\n" for r in rows))
-    (tmp_path / "pred.json").write_text(json.dumps({"save_dir": str(retrieval_run), "binary": True,
-                                                    "predict_file_map": {str(tmp_path / "pairs.tsv"):
-                                                                         str(tmp_path / "pairs.npz")}}))
-    assert run_chain(["x-pred", str(tmp_path / "pred.json")]) == 0
-    embeddings = np.load(tmp_path / "pairs.npz")["embeddings"].astype(np.float64)
-    cosines = embeddings[:, 0] @ embeddings[:, 1].T
-    first = [list(np.argsort(-row, kind="stable")[:10]) for row in cosines]
-    scores = Reranker.load(str(reranker)).score([(rows[q][0], rows[d][1]) for q in range(len(rows))
-                                                 for d in first[q][:5]])
+    cosines, first, scores = stages_by_hand(tmp_path, retrieval_run, reranker, rows)
     fused, reranked = [], []
     for q in range(len(rows)):
         mine = list(scores[5 * q: 5 * q + 5])
