@@ -1,5 +1,6 @@
-"""x-serve --corpus INDEX_FOLDER: POST /search over an index x-script build_index wrote (HNSW here) answers the
-same hits as over the texts file it was built from; an index of another run, or a folder that is not an
+"""x-serve --corpus INDEX_FOLDER: POST /search over an index x-script build_index wrote answers, for HNSW, the
+same hits as over the texts file it was built from, and for IVF, int8 and binary the hits x-script search gives
+on the same folder; an index of another run, or a folder that is not an
 index, is refused at start (exit 2, one line). /openapi.json lists /search with its body and hit fields."""
 
 from __future__ import annotations
@@ -72,6 +73,31 @@ def test_search_of_an_hnsw_index_folder_answers_the_hits_of_its_texts(retrieval_
     hit = schema["components"]["schemas"]["Hit"]
     assert hit["required"] == ["rank", "id", "text", "score"]
     assert set(hit["properties"]) == {"rank", "id", "text", "score", "rerank_score", "first_stage_rank"}
+
+
+@pytest.mark.parametrize("kind", [["--index", "ivf"], ["--quantize", "int8"], ["--quantize", "binary"]],
+                         ids=["ivf", "int8", "binary"])
+def test_search_of_an_approximate_index_folder_answers_what_x_script_search_does(retrieval_run, corpus, tmp_path,
+                                                                                 capsys, kind):
+    """IVF, int8 and binary folders: x-serve answers each query with the hits the index itself gives (x-script
+    search on the same folder), not the exact search's: the approximation is the index's, as built."""
+    folder = tmp_path / kind[1]
+    assert x_script(["build_index", str(retrieval_run), str(corpus["texts"]), str(folder), *kind]) == 0
+    capsys.readouterr()
+    assert x_script(["search", str(folder), *QUERIES, "--k", "10"]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
+    expected = [[(int(c[2]), int(c[3]), float(c[4])) for c in lines if c[0] == str(n)] for n in range(4)]
+    with running_server(retrieval_run, "--corpus", str(folder)) as server:
+        answers = search_all(server.address)
+    for want, answer in zip(expected, answers):
+        assert [(h["rank"], h["id"]) for h in answer["hits"]] == [(rank, i) for rank, i, _ in want] and want
+        assert [h["score"] for h in answer["hits"]] == pytest.approx([score for _, _, score in want], rel=1e-5,
+                                                                      abs=1e-6)
+        assert all(TEXTS[h["id"]] == h["text"] for h in answer["hits"])
+    if kind[1] == "binary":  # scored by Hamming distance: 1 - 2 h / dim, h a whole number of bits
+        dim = json.loads((folder / "index.json").read_text())["dim"]
+        bits = [(1 - h["score"]) * dim / 2 for a in answers for h in a["hits"]]
+        assert bits == pytest.approx([round(b) for b in bits], abs=1e-4)
 
 
 def test_x_serve_refuses_an_index_of_another_run_or_a_folder_that_is_not_one(retrieval_run, corpus, tmp_path,
