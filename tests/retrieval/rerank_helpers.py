@@ -49,6 +49,15 @@ def read_tsv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
+def search_pred(root: Path, run: Path, out: str, **options: object) -> list[dict[str, str]]:
+    """x-pred's search of root/queries.txt in root/corpus.txt with ``run`` (and ``options``): the rows written."""
+    config = {"save_dir": str(run), "predict_file_map": {str(root / "queries.txt"): str(root / out)},
+              "search_corpus": str(root / "corpus.txt"), **options}
+    (root / "pred.json").write_text(json.dumps(config))
+    assert run_chain(["x-pred", str(root / "pred.json")]) == 0
+    return read_tsv(root / out)
+
+
 def ranks_by_hand(order: list[list[int]]) -> dict[str, float]:
     """recall@1, MRR@10 and NDCG@10 of rankings where query i's one relevant document is document i."""
     ranks = [row.index(i) + 1 if i in row[:10] else None for i, row in enumerate(order)]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rerank_helpers import ranks_by_hand, read_tsv, stages_by_hand
+from rerank_helpers import ranks_by_hand, read_tsv, search_pred, stages_by_hand
 from retrieval_helpers import REPO, SAMPLE, dev_beir
 
 from xdpx.cli import run_chain
@@ -126,14 +126,6 @@ def test_x_eval_refuses_a_bad_or_idle_rerank_weight(retrieval_run, reranker, tmp
     assert not (tmp_path / "o").exists()
 
 
-def x_pred(root: Path, run: Path, out: str, **options: object) -> list[dict[str, str]]:
-    config = {"save_dir": str(run), "predict_file_map": {str(root / "queries.txt"): str(root / out)},
-              "search_corpus": str(root / "corpus.txt"), **options}
-    (root / "pred.json").write_text(json.dumps(config))
-    assert run_chain(["x-pred", str(root / "pred.json")]) == 0
-    return read_tsv(root / out)
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fusion")
@@ -144,15 +136,15 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_x_pred_weight_zero_writes_the_first_stage_order_and_a_middle_weight_the_fused_one(retrieval_run, reranker,
                                                                                            corpus):
-    first = x_pred(corpus, retrieval_run, "first.tsv", search_k=3)
-    zero = x_pred(corpus, retrieval_run, "zero.tsv", search_k=3, rerank=str(reranker), rerank_k=10, rerank_weight=0)
+    first = search_pred(corpus, retrieval_run, "first.tsv", search_k=3)
+    zero = search_pred(corpus, retrieval_run, "zero.tsv", search_k=3, rerank=str(reranker), rerank_k=10, rerank_weight=0)
     assert all(h["rank"] == h["first_stage_rank"] for h in zero) and len(zero) == 15
     assert [(h["query_number"], h["id"], h["score"]) for h in zero] == \
         [(h["query_number"], h["id"], h["score"]) for h in first]
     assert all(np.isfinite(float(h["rerank_score"])) for h in zero)
 
     # all ten reranked hits written: their order is the fusion of their own two score columns
-    half = x_pred(corpus, retrieval_run, "half.tsv", search_k=10, rerank=str(reranker), rerank_k=10,
+    half = search_pred(corpus, retrieval_run, "half.tsv", search_k=10, rerank=str(reranker), rerank_k=10,
                   rerank_weight=0.5)
     moved = 0
     for number in range(len(QUERIES)):

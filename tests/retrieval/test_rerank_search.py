@@ -5,12 +5,12 @@ answers what x-pred writes; bad input is exit 2 (x-pred, x-serve's flags) or 422
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from pathlib import Path
 
 import pytest
+from rerank_helpers import search_pred
 from retrieval_helpers import REPO, SAMPLE
 
 from xdpx.cli import run_chain, x_script
@@ -19,26 +19,13 @@ ROWS = [line.split("\t") for line in (SAMPLE / "dev.tsv").read_text().splitlines
 QUERIES = [r[0] for r in ROWS[:5]]
 
 
-def read_tsv(path: Path) -> list[dict[str, str]]:
-    with open(path, encoding="utf-8") as f:
-        return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-
-
-def pred(tmp_path: Path, run: Path, out: str, **options: object) -> list[dict[str, str]]:
-    config = {"save_dir": str(run), "predict_file_map": {str(tmp_path / "queries.txt"): str(tmp_path / out)},
-              "search_corpus": str(tmp_path / "corpus.txt"), **options}
-    (tmp_path / "pred.json").write_text(json.dumps(config))
-    assert run_chain(["x-pred", str(tmp_path / "pred.json")]) == 0
-    return read_tsv(tmp_path / out)
-
-
 @pytest.fixture(scope="module")
 def searched(retrieval_run: Path, reranker: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     root = tmp_path_factory.mktemp("search")
     (root / "corpus.txt").write_text("".join(r[1] + "\n" for r in ROWS))
     (root / "queries.txt").write_text("".join(q + "\n" for q in QUERIES))
-    return {"root": root, "first": pred(root, retrieval_run, "first.tsv", search_k=10),
-            "reranked": pred(root, retrieval_run, "reranked.tsv", search_k=3, rerank=str(reranker), rerank_k=10)}
+    return {"root": root, "first": search_pred(root, retrieval_run, "first.tsv", search_k=10),
+            "reranked": search_pred(root, retrieval_run, "reranked.tsv", search_k=3, rerank=str(reranker), rerank_k=10)}
 
 
 def test_the_first_stage_is_build_index_and_search(retrieval_run, searched, tmp_path, capsys):

@@ -110,13 +110,14 @@ SEARCH_OPTIONS: list[Any] = [
 
 def search_problems(args: Any, run_args: Any) -> list[str]:
     """x-pred's search_corpus / rerank / rerank_weight against the runs, before anything loads (one line each)."""
-    weight = weight_problem(args, "rerank")
-    if not args.get("search_corpus"):
-        return [f"{args.source('rerank')}: key 'rerank': a reranker orders the hits of search_corpus: set "
-                "search_corpus (the texts to search) or rerank: null"] if args.get("rerank") else [weight] if weight \
-            else []
-    where = args.source("search_corpus")
+    weight = weight_problem(args, "rerank")  # None whenever rerank is set
     problems = [weight] if weight else []
+    if not args.get("search_corpus"):
+        if args.get("rerank"):
+            problems.append(f"{args.source('rerank')}: key 'rerank': a reranker orders the hits of search_corpus: "
+                            "set search_corpus (the texts to search) or rerank: null")
+        return problems
+    where = args.source("search_corpus")
     if head_name(run_args) != "bi_encoder":
         problems.append(f"{where}: key 'search_corpus': the queries are embedded by save_dir's run, and "
                         f"{args.save_dir} is a {model_label(run_args)} run: give a bi-encoder run")

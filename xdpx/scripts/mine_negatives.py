@@ -162,10 +162,11 @@ def main(argv: list[str]) -> int:
     query_vectors = embed_texts(predictor, queries, "mine_negatives")
     ceilings = None
     if margin is not None:  # each query's ceiling: its lowest positive's score less the margin
-        positive_texts = list(dict.fromkeys(p for q in queries for p in sorted(pairs.positives[q])))
-        row_of = {text: i for i, text in enumerate(positive_texts)}
-        positive_vectors = embed_texts(predictor, positive_texts, "mine_negatives")
-        ceilings = np.array([min(float(query_vectors[i] @ positive_vectors[row_of[p]]) for p in pairs.positives[q])
+        vector_of = dict(zip(corpus, corpus_vectors))  # the positives the corpus holds are embedded already
+        missing = list(dict.fromkeys(p for q in queries for p in sorted(pairs.positives[q]) if p not in vector_of))
+        if missing:
+            vector_of.update(zip(missing, embed_texts(predictor, missing, "mine_negatives")))
+        ceilings = np.array([min(float(query_vectors[i] @ vector_of[p]) for p in pairs.positives[q])
                              for i, q in enumerate(queries)]) - margin
     negatives, too_close = pick_negatives(query_vectors, corpus_vectors, queries, corpus, pairs.positives, k,
                                           skip_top, max_score, ceilings, count)
