@@ -144,3 +144,13 @@ def test_several_negatives_under_a_margin(retrieval_run, tmp_path, capsys):
     for (query, _positive), negatives in by_pair.items():
         ceiling = min(float(vectors[query] @ vectors[p]) for p in positives[query]) - 0.05
         assert all(float(vectors[query] @ vectors[n]) <= ceiling + 1e-6 for n in negatives), query
+
+
+def test_a_bad_margin_or_count_of_negatives_is_exit_2_and_writes_nothing(retrieval_run, tmp_path, capsys):
+    out = tmp_path / "out.tsv"
+    for flags, message in ((["--negatives", "0"], "--negatives 0: must be > 0."),
+                           (["--margin", "wide"], "--margin 'wide': not a number.")):
+        assert x_script(["mine_negatives", str(retrieval_run), str(SAMPLE / "train.tsv"), str(out), *flags]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"x-script mine_negatives: error: {message}") and err.count("\n") == 1, err
+        assert not out.exists()
